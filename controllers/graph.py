@@ -1,0 +1,154 @@
+"""The planner's view of a dataflow: an immutable DAG of operators with the semantic
+properties that decide how a reconfiguration must be synchronised.
+
+The API models (`swivel.api`) describe what a user writes; this module describes only what
+the planners need, so the planners can be tested on hand-built graphs and on random DAGs
+without any YAML in sight. Building a `Dataflow` validates the shape once (unknown inputs,
+duplicate names, cycles), so every planner may assume a well-formed DAG.
+"""
+
+from __future__ import annotations
+
+import enum
+import graphlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+class Partitioning(enum.StrEnum):
+    """How the tuples on an edge are routed between the workers of its two operators."""
+
+    FORWARD = "forward"  # worker i sends only to worker i (equal parallelism)
+    HASH = "hash"  # every upstream worker may send to every downstream worker, by key
+    BROADCAST = "broadcast"  # every upstream worker sends every tuple to every downstream worker
+
+
+class Cardinality(enum.StrEnum):
+    """Fries Def. 5.1/5.2: how many (tuple, receiving operator) pairs one input may yield."""
+
+    ONE_TO_ONE = "one-to-one"
+    ONE_TO_MANY = "one-to-many"
+
+
+class GraphError(ValueError):
+    """A dataflow that is not a well-formed DAG. `field` names where the problem is."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """One logical operator. The flags are the facts the Fries pruning rules rely on."""
+
+    name: str
+    cardinality: Cardinality = Cardinality.ONE_TO_ONE
+    # A one-to-many operator emitting at most one tuple per input on each out-edge
+    # (a replicate): enables the edge-wise one-to-one pruning rule (Fries §6.3).
+    at_most_one_per_edge: bool = False
+    # Emits at most one tuple per source record (a self-join on the primary key):
+    # enables the uniqueness pruning rule (Fries §6.3).
+    unique_per_record: bool = False
+    # Consumes all its input before emitting (aggregation, sort): splits the dataflow
+    # into pipelined regions that never run at the same time (Fries §7.1).
+    blocking: bool = False
+    parallelism: int = 1
+
+    @property
+    def one_to_many(self) -> bool:
+        return self.cardinality is Cardinality.ONE_TO_MANY
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: str
+    target: str
+    partitioning: Partitioning = Partitioning.FORWARD
+
+
+@dataclass(frozen=True)
+class Dataflow:
+    """An immutable, validated DAG. Operator order is the order given (stable ids)."""
+
+    operators: tuple[Operator, ...]
+    edges: tuple[Edge, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        names: set[str] = set()
+        for index, op in enumerate(self.operators):
+            if op.name in names:
+                raise GraphError(f"operators[{index}].name", f"duplicate operator {op.name!r}")
+            if op.parallelism < 1:
+                raise GraphError(f"operators[{index}].parallelism", "must be at least 1")
+            names.add(op.name)
+        for index, edge in enumerate(self.edges):
+            for end in (edge.source, edge.target):
+                if end not in names:
+                    raise GraphError(f"edges[{index}]", f"unknown operator {end!r}")
+        try:
+            _ = self.topological_order
+        except graphlib.CycleError as cycle:
+            path = " -> ".join(cycle.args[1])
+            raise GraphError("edges", f"the dataflow has a cycle: {path}") from None
+
+    @classmethod
+    def of(
+        cls,
+        operators: Iterable[Operator | str],
+        edges: Iterable[tuple[str, str] | tuple[str, str, Partitioning] | Edge] = (),
+    ) -> Dataflow:
+        """Terse constructor for tests and examples: names become default operators."""
+        ops = tuple(Operator(o) if isinstance(o, str) else o for o in operators)
+        built: list[Edge] = []
+        for e in edges:
+            built.append(e if isinstance(e, Edge) else Edge(*e))
+        return cls(ops, tuple(built))
+
+    @cached_property
+    def by_name(self) -> Mapping[str, Operator]:
+        return {op.name: op for op in self.operators}
+
+    @cached_property
+    def parents(self) -> Mapping[str, tuple[str, ...]]:
+        result: dict[str, list[str]] = {op.name: [] for op in self.operators}
+        for edge in self.edges:
+            result[edge.target].append(edge.source)
+        return {name: tuple(ps) for name, ps in result.items()}
+
+    @cached_property
+    def children(self) -> Mapping[str, tuple[str, ...]]:
+        result: dict[str, list[str]] = {op.name: [] for op in self.operators}
+        for edge in self.edges:
+            result[edge.source].append(edge.target)
+        return {name: tuple(cs) for name, cs in result.items()}
+
+    @cached_property
+    def out_edges(self) -> Mapping[str, tuple[Edge, ...]]:
+        result: dict[str, list[Edge]] = {op.name: [] for op in self.operators}
+        for edge in self.edges:
+            result[edge.source].append(edge)
+        return {name: tuple(es) for name, es in result.items()}
+
+    @cached_property
+    def in_edges(self) -> Mapping[str, tuple[Edge, ...]]:
+        result: dict[str, list[Edge]] = {op.name: [] for op in self.operators}
+        for edge in self.edges:
+            result[edge.target].append(edge)
+        return {name: tuple(es) for name, es in result.items()}
+
+    @cached_property
+    def topological_order(self) -> tuple[str, ...]:
+        """Kahn's order via the standard library; raises graphlib.CycleError on a cycle."""
+        sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+        for op in self.operators:
+            sorter.add(op.name, *self.parents[op.name])
+        return tuple(sorter.static_order())
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(op.name for op in self.operators if not self.parents[op.name])
+
+    def sinks(self) -> tuple[str, ...]:
+        return tuple(op.name for op in self.operators if not self.children[op.name])
