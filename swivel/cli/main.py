@@ -15,9 +15,10 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that `swivel --help` stays fast and each command owns its imports.
-    from swivel.cli import check_schedule
+    from swivel.cli import check_schedule, crds, plan
 
-    cli.add_command(check_schedule.command)
+    for module in (check_schedule, crds, plan):
+        cli.add_command(module.command)
 
 
 def main() -> None:

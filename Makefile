@@ -1,0 +1,46 @@
+# Swivel's developer entry points. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv and install swivel with its dev tools
+
+demo: $(STAMP) ## Run the main example (a dry-run plan of the fraud-detection reconfiguration)
+	$(BIN)/swivel plan examples/fraud-detection/reconfiguration.yaml --job examples/fraud-detection/streamjob.yaml
+	$(BIN)/swivel plan examples/fraud-detection/rescale.yaml --job examples/fraud-detection/streamjob.yaml
+
+lint: $(STAMP) ## ruff, mypy, import layers, CRD drift
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy -p swivel
+	$(BIN)/lint-imports
+	$(BIN)/swivel crds --check
+
+unit: $(STAMP) ## Unit tests only (seconds)
+	$(BIN)/pytest tests/unit -q
+
+test: lint ## Everything CI runs: lint, then all tests
+	$(BIN)/pytest -q
+
+crds: $(STAMP) ## Regenerate crds/ and the chart's copy from the models
+	$(BIN)/swivel crds
+
+bench: $(STAMP) ## Planner benchmark (MCS time for 100 / 1k / 10k operators)
+	$(BIN)/python benchmarks/planner_mcs.py
+
+clean: ## Remove the virtualenv and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
+
+.PHONY: help setup demo lint unit test crds bench clean

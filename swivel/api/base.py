@@ -1,0 +1,48 @@
+"""The base every API model shares: camelCase on the wire, snake_case in Python, unknown
+fields refused, and a marker saying how disruptive a change to a field is.
+
+Kubernetes manifests are camelCase; Python is snake_case. One alias generator keeps both
+honest, and `extra="forbid"` turns a misspelt field into an error that names it instead of
+a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+    )
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The wire form: camelCase, JSON types, defaults included."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Disruption(enum.IntEnum):
+    """How disruptive a change to a spec field is (after Flink's `@SpecDiff`).
+
+    Ordered, so the disruption of a whole diff is the maximum over its fields:
+    NONE < LIVE_CONTROL (a fast control message) < LIVE_MIGRATION (bins move at batch
+    boundaries) < RESTART (stop at a batch boundary, keep the checkpoint, start again).
+    Declared on each field with `Annotated[T, Disruption.X]`.
+    """
+
+    NONE = 0
+    LIVE_CONTROL = 1
+    LIVE_MIGRATION = 2
+    RESTART = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")

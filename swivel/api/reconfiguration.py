@@ -1,0 +1,183 @@
+"""The Reconfiguration custom resource: one change to a running StreamJob.
+
+A Reconfiguration is the imperative form (update these functions, rescale to n executors,
+move these bins, with this scheduler and migration strategy); editing a StreamJob's spec is
+the declarative one. Both are planned by `swivel.controllers.planning`.
+
+`validate_against_job` holds the checks that need the job (operators and bins that must
+exist); the model itself only checks what it can see alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from swivel.api.base import ApiModel
+from swivel.api.conditions import Condition
+from swivel.api.dataflow import FUNCTION_REF_PATTERN, OPERATOR_NAME_PATTERN
+from swivel.api.errors import FieldProblem, SpecError, semantic_error
+from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJobSpec
+
+
+class Scheduler(enum.StrEnum):
+    FRIES = "fries"  # fast control messages, MCS components synchronised by tags
+    EPOCH = "epoch"  # switch at the next micro-batch boundary
+    RESTART = "restart"  # stop the query, restart from the checkpoint with the new code
+
+
+class MigrationStrategy(enum.StrEnum):
+    ALL_AT_ONCE = "all-at-once"
+    FLUID = "fluid"
+    BATCHED = "batched"
+
+
+class JobRef(ApiModel):
+    name: str = Field(min_length=1, max_length=253)
+
+
+class FunctionUpdate(ApiModel):
+    operator: str = Field(pattern=OPERATOR_NAME_PATTERN)
+    function: str | None = Field(
+        default=None,
+        pattern=FUNCTION_REF_PATTERN,
+        description="New module:callable; omitted = keep the function, change params only.",
+    )
+    params: dict[str, Any] = Field(default_factory=dict)
+    state_transform: str | None = Field(
+        default=None,
+        pattern=FUNCTION_REF_PATTERN,
+        description="module:callable applied once per key to old state, lazily and idempotently.",
+    )
+
+
+class Rescale(ApiModel):
+    executors: int = Field(ge=1, le=1000)
+
+
+class BinMove(ApiModel):
+    bins: list[int] = Field(min_length=1)
+    to: str = Field(min_length=1, description="Executor id that receives the bins.")
+
+
+class MigrationSpec(ApiModel):
+    strategy: MigrationStrategy = MigrationStrategy.BATCHED
+    batch_size: int = Field(default=4, ge=1, le=32768, description="Bins per step (batched).")
+    gap_batches: int = Field(default=0, ge=0, le=100, description="Quiet batches between steps.")
+
+
+class ReconfigurationSpec(ApiModel):
+    job_ref: JobRef
+    function_updates: list[FunctionUpdate] = Field(default_factory=list)
+    rescale: Rescale | None = None
+    moves: list[BinMove] = Field(default_factory=list)
+    migration: MigrationSpec = Field(default_factory=MigrationSpec)
+    scheduler: Scheduler = Scheduler.FRIES
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> ReconfigurationSpec:
+        if not (self.function_updates or self.rescale or self.moves):
+            raise semantic_error(
+                "functionUpdates",
+                "an empty reconfiguration: give functionUpdates, rescale or moves",
+            )
+        seen: dict[str, int] = {}
+        for index, update in enumerate(self.function_updates):
+            if update.operator in seen:
+                raise semantic_error(
+                    f"functionUpdates[{index}].operator",
+                    f"operator {update.operator!r} is updated twice "
+                    f"(also functionUpdates[{seen[update.operator]}])",
+                )
+            seen[update.operator] = index
+        for index, move in enumerate(self.moves):
+            if len(set(move.bins)) != len(move.bins):
+                raise semantic_error(f"moves[{index}].bins", "a bin is listed twice")
+        return self
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(update.operator for update in self.function_updates)
+
+
+def validate_against_job(spec: ReconfigurationSpec, job: StreamJobSpec) -> None:
+    """Raise SpecError naming each field that refers to something the job does not have."""
+    problems: list[FieldProblem] = []
+    operators = {op.name: op for op in job.dataflow.operators}
+    for index, update in enumerate(spec.function_updates):
+        op = operators.get(update.operator)
+        if op is None:
+            known = ", ".join(sorted(operators))
+            problems.append(
+                FieldProblem(
+                    f"spec.functionUpdates[{index}].operator",
+                    f"the job has no operator {update.operator!r} (operators: {known})",
+                )
+            )
+        elif op.kind.value in {"source", "sink"} and update.function is not None:
+            problems.append(
+                FieldProblem(
+                    f"spec.functionUpdates[{index}].function",
+                    f"{op.kind.value} {op.name!r} has no function to replace; change spec.{op.kind.value}",
+                )
+            )
+    bins = job.dataflow.bins
+    for index, move in enumerate(spec.moves):
+        bad = [b for b in move.bins if not 0 <= b < bins]
+        if bad:
+            problems.append(
+                FieldProblem(f"spec.moves[{index}].bins", f"bins {bad} out of range [0, {bins})")
+            )
+    if problems:
+        raise SpecError(problems)
+
+
+class ReconfigurationPhase(enum.StrEnum):
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    PLANNED = "Planned"
+    APPLYING = "Applying"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+class Progress(ApiModel):
+    workers_switched: int = Field(default=0, ge=0)
+    workers_total: int = Field(default=0, ge=0)
+    bins_moved: int = Field(default=0, ge=0)
+    bins_total: int = Field(default=0, ge=0)
+    step: int = Field(default=0, ge=0)
+    steps: int = Field(default=0, ge=0)
+
+
+class Timings(ApiModel):
+    requested_at: datetime | None = None
+    accepted_at: datetime | None = None
+    first_switch_at: datetime | None = None
+    last_switch_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+class ReconfigurationStatus(ApiModel):
+    phase: ReconfigurationPhase = ReconfigurationPhase.PENDING
+    observed_generation: int | None = Field(default=None, ge=0)
+    conditions: list[Condition] = Field(default_factory=list)
+    kind: str | None = Field(
+        default=None, description="live-control | live-migration | restart (the plan's kind)."
+    )
+    delay_ms: float | None = Field(default=None, ge=0)
+    plan: dict[str, Any] | None = Field(default=None, description="What `swivel plan` prints.")
+    progress: Progress | None = None
+    timings: Timings | None = None
+    message: str | None = None
+
+
+class Reconfiguration(ApiModel):
+    api_version: str = f"{API_GROUP}/{API_VERSION}"
+    kind: str = "Reconfiguration"
+    metadata: dict[str, object] = Field(default_factory=dict)
+    spec: ReconfigurationSpec
+    status: ReconfigurationStatus | None = None

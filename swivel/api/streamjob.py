@@ -1,0 +1,178 @@
+"""The StreamJob custom resource: a PySpark Structured Streaming dataflow Swivel runs.
+
+Only `spec.dataflow` is required: every other field has a default that runs on a laptop
+(embedded mode) and on a small cluster, so a manifest can grow from ten lines.
+Each field declares how disruptive changing it is (`Disruption`); the operator takes the
+least disruptive path for an edit (swivel.api.changes).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from swivel.api.base import ApiModel, Disruption
+from swivel.api.conditions import Condition
+from swivel.api.dataflow import DataflowSpec
+
+API_GROUP = "swivel.dev"
+API_VERSION = "v1alpha1"
+DEFAULT_IMAGE = "ghcr.io/swivel-dev/swivel:0.1.0"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
+
+
+class DriverSpec(ApiModel):
+    cores: int = Field(default=1, ge=1, le=64)
+    memory: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="Kubernetes quantity.")
+
+
+class ExecutorSpec(ApiModel):
+    instances: Annotated[int, Disruption.LIVE_MIGRATION] = Field(
+        default=2, ge=1, le=1000, description="Executors; changed live (bins migrate)."
+    )
+    cores: Annotated[int, Disruption.RESTART] = Field(default=1, ge=1, le=64)
+    memory: Annotated[str, Disruption.RESTART] = Field(default="1Gi", pattern=QUANTITY_PATTERN)
+
+
+class SourceKind(enum.StrEnum):
+    GENERATOR = "generator"  # a deterministic synthetic stream (demos, benchmarks)
+    RATE = "rate"  # Spark's rate source
+    FILES = "files"  # a directory of JSON/CSV/Parquet files
+    KAFKA = "kafka"
+
+
+class SourceSpec(ApiModel):
+    kind: SourceKind = SourceKind.GENERATOR
+    rows_per_second: int = Field(default=100, ge=1, le=10_000_000)
+    options: dict[str, str] = Field(
+        default_factory=dict, description="Passed to the Spark source (path, format, topic...)."
+    )
+
+
+class SinkKind(enum.StrEnum):
+    MEMORY = "memory"
+    CONSOLE = "console"
+    FILES = "files"
+    KAFKA = "kafka"
+    NOOP = "noop"
+
+
+class SinkSpec(ApiModel):
+    kind: SinkKind = SinkKind.MEMORY
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class TriggerSpec(ApiModel):
+    interval_ms: int = Field(
+        default=1000,
+        ge=0,
+        le=86_400_000,
+        description="Micro-batch interval; 0 = as fast as possible.",
+    )
+
+
+class CheckpointSpec(ApiModel):
+    location: str | None = Field(
+        default=None,
+        description="Checkpoint root URI; default: a per-job directory under the driver's volume.",
+    )
+
+
+class RebalancePolicySpec(ApiModel):
+    """Flux's load-balancing rounds (utilisation pairing, thresholds, damping)."""
+
+    enabled: bool = False
+    interval_seconds: int = Field(default=60, ge=5, le=86_400)
+    imbalance_threshold: float = Field(default=1.5, ge=1.0, le=100.0)
+    receiver_max_utilisation: float = Field(default=0.8, ge=0.0, le=1.0)
+
+
+class MemoryPolicySpec(ApiModel):
+    """Flux's memory-constrained policy: keep each executor's state under a limit."""
+
+    enabled: bool = False
+    interval_seconds: int = Field(default=60, ge=5, le=86_400)
+    limit_fraction: float = Field(default=0.7, gt=0.0, le=1.0, description="Of executor memory.")
+
+
+class AimdPolicySpec(ApiModel):
+    """Drizzle's AIMD: tune the coordination interval to keep overhead in a band."""
+
+    enabled: bool = False
+    lower_overhead: float = Field(default=0.05, ge=0.0, le=1.0)
+    upper_overhead: float = Field(default=0.10, ge=0.0, le=1.0)
+    min_interval_ms: int = Field(default=100, ge=0)
+    max_interval_ms: int = Field(default=10_000, ge=1)
+
+
+class PoliciesSpec(ApiModel):
+    rebalance: RebalancePolicySpec = Field(default_factory=RebalancePolicySpec)
+    memory: MemoryPolicySpec = Field(default_factory=MemoryPolicySpec)
+    aimd: AimdPolicySpec = Field(default_factory=AimdPolicySpec)
+
+
+class StreamJobSpec(ApiModel):
+    image: Annotated[str, Disruption.RESTART] = DEFAULT_IMAGE
+    driver: Annotated[DriverSpec, Disruption.RESTART] = Field(default_factory=DriverSpec)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    spark_conf: Annotated[dict[str, str], Disruption.RESTART] = Field(default_factory=dict)
+    source: Annotated[SourceSpec, Disruption.RESTART] = Field(default_factory=SourceSpec)
+    sink: Annotated[SinkSpec, Disruption.RESTART] = Field(default_factory=SinkSpec)
+    trigger: Annotated[TriggerSpec, Disruption.LIVE_CONTROL] = Field(default_factory=TriggerSpec)
+    checkpoint: Annotated[CheckpointSpec, Disruption.RESTART] = Field(
+        default_factory=CheckpointSpec
+    )
+    dataflow: DataflowSpec
+    policies: Annotated[PoliciesSpec, Disruption.NONE] = Field(default_factory=PoliciesSpec)
+
+
+class JobPhase(enum.StrEnum):
+    PENDING = "Pending"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    RECONFIGURING = "Reconfiguring"
+    RESTARTING = "Restarting"
+    DEGRADED = "Degraded"
+    FAILED = "Failed"
+
+
+class LiveOperatorConfig(ApiModel):
+    operator: str
+    function: str | None = None
+    version: int = Field(ge=0)
+
+
+class LastReconfiguration(ApiModel):
+    name: str
+    kind: str
+    delay_ms: float | None = Field(default=None, ge=0)
+    completed_at: datetime | None = None
+
+
+class StreamJobStatus(ApiModel):
+    phase: JobPhase = JobPhase.PENDING
+    observed_generation: int | None = Field(default=None, ge=0)
+    live_generation: int | None = Field(
+        default=None, ge=0, description="Configuration version the running job has switched to."
+    )
+    conditions: list[Condition] = Field(default_factory=list)
+    operators: list[LiveOperatorConfig] = Field(default_factory=list)
+    executors: int | None = Field(default=None, ge=0)
+    bins_per_executor: dict[str, int] = Field(default_factory=dict)
+    last_reconfiguration: LastReconfiguration | None = None
+    message: str | None = None
+
+
+class StreamJob(ApiModel):
+    api_version: str = f"{API_GROUP}/{API_VERSION}"
+    kind: str = "StreamJob"
+    metadata: dict[str, object] = Field(default_factory=dict)
+    spec: StreamJobSpec
+    status: StreamJobStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", "job"))
