@@ -121,7 +121,7 @@ class StreamJobSpec(ApiModel):
     spark_conf: Annotated[dict[str, str], Disruption.RESTART] = Field(default_factory=dict)
     source: Annotated[SourceSpec, Disruption.RESTART] = Field(default_factory=SourceSpec)
     sink: Annotated[SinkSpec, Disruption.RESTART] = Field(default_factory=SinkSpec)
-    trigger: Annotated[TriggerSpec, Disruption.LIVE_CONTROL] = Field(default_factory=TriggerSpec)
+    trigger: Annotated[TriggerSpec, Disruption.RESTART] = Field(default_factory=TriggerSpec)
     checkpoint: Annotated[CheckpointSpec, Disruption.RESTART] = Field(
         default_factory=CheckpointSpec
     )
