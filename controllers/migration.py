@@ -1,0 +1,319 @@
+"""Megaphone migration plans: how to get from one bin placement to another, step by step.
+
+Megaphone (§3.3) drives a migration by revealing configuration updates over time; a
+strategy is the order and grouping in which the changed bins are revealed. In Spark a step
+is one micro-batch boundary: the driver re-points the bins of the step and the next batch
+runs them on their new executors, which reload them from the checkpoint. So a step costs
+roughly the slowest reload *on one executor*, and the plan trades batches (duration)
+against bins per batch (latency spike):
+
+- all-at-once: every changed bin in one step (shortest, the biggest spike);
+- fluid: one bin per step (smallest spike, longest);
+- batched: at most `batch_size` bins per step, and *non-interfering* (§4.4): in a step
+  each executor sends at most one bin and receives at most one bin, so no executor
+  reloads two bins in the same batch and the spike stays that of a single bin.
+
+Grouping the moves is edge-colouring the bipartite multigraph senders -> receivers (one
+edge per move): a colour class is a matching, i.e. a non-interfering step. König's
+theorem says max degree Δ colours suffice and are needed; `_EdgeColouring` finds such a
+colouring with the textbook alternating-path argument, and then evens the class sizes
+(de Werra) so that `max(Δ, ceil(moves / batch_size))` steps of at most `batch_size`
+moves exist — both numbers are lower bounds, so the batched plan has the fewest steps.
+
+`gap_batches` empty steps go between move steps: the system drains the records queued
+during one migration step before the next one starts, instead of during it (§4.4).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .assignments import Assignment, changed_bins, validate_same_bins
+
+
+class Strategy(enum.StrEnum):
+    ALL_AT_ONCE = "all-at-once"
+    FLUID = "fluid"
+    BATCHED = "batched"
+
+
+class MigrationError(ValueError):
+    """Plan parameters that make no sense. `field` names the parameter."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Bin `bin` leaves `source` and is served by `target` from the next batch on."""
+
+    bin: int
+    source: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The moves made at one micro-batch boundary. No moves: a gap (a batch to catch up)."""
+
+    moves: tuple[Move, ...] = ()
+
+    @property
+    def is_gap(self) -> bool:
+        return not self.moves
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    """A strategy's steps from `initial` (bin `b` is on `initial[b]`) to the target."""
+
+    strategy: Strategy
+    initial: tuple[str, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def moves(self) -> tuple[Move, ...]:
+        return tuple(move for step in self.steps for move in step.moves)
+
+    @property
+    def moved_bins(self) -> tuple[int, ...]:
+        return tuple(sorted(move.bin for move in self.moves))
+
+    @property
+    def step_count(self) -> int:
+        """Micro-batch boundaries the plan spans, gap steps included."""
+        return len(self.steps)
+
+    @property
+    def move_step_count(self) -> int:
+        return sum(1 for step in self.steps if not step.is_gap)
+
+    @property
+    def max_moves_per_step(self) -> int:
+        return max((len(step.moves) for step in self.steps), default=0)
+
+    @property
+    def before(self) -> dict[int, str]:
+        return dict(enumerate(self.initial))
+
+    @property
+    def after(self) -> dict[int, str]:
+        return self.before if not self.steps else self.assignment_after(len(self.steps) - 1)
+
+    def assignment_after(self, step_index: int) -> dict[int, str]:
+        """The placement once steps `0..step_index` have been applied."""
+        if not 0 <= step_index < len(self.steps):
+            raise IndexError(f"step {step_index} is not in 0..{len(self.steps) - 1}")
+        placement = self.before
+        for step in self.steps[: step_index + 1]:
+            for move in step.moves:
+                placement[move.bin] = move.target
+        return placement
+
+    def assignments(self) -> Iterator[dict[int, str]]:
+        """The placement after each step, in order (for checking and for display)."""
+        placement = self.before
+        for step in self.steps:
+            for move in step.moves:
+                placement[move.bin] = move.target
+            yield dict(placement)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form for `swivel plan` and for a Reconfiguration's status."""
+        return {
+            "strategy": str(self.strategy),
+            "stepCount": self.step_count,
+            "movedBins": list(self.moved_bins),
+            "steps": [
+                {"moves": [{"bin": m.bin, "from": m.source, "to": m.target} for m in s.moves]}
+                if s.moves
+                else {"gap": True}
+                for s in self.steps
+            ],
+        }
+
+
+def plan_migration(
+    current: Assignment,
+    target: Assignment,
+    strategy: Strategy | str,
+    *,
+    batch_size: int = 4,
+    gap_batches: int = 0,
+) -> MigrationPlan:
+    """Plan the moves from `current` to `target`; bins that keep their executor never move.
+
+    Deterministic: the same inputs give the same plan. `batch_size` only matters for the
+    batched strategy; `gap_batches` empty steps separate consecutive move steps.
+    """
+    validate_same_bins(current, target)
+    chosen = _parse_strategy(strategy)
+    if batch_size < 1:
+        raise MigrationError("batch_size", f"must be at least 1, got {batch_size}")
+    if gap_batches < 0:
+        raise MigrationError("gap_batches", f"must not be negative, got {gap_batches}")
+    moves = [Move(b, current[b], target[b]) for b in changed_bins(current, target)]
+    groups = _group_moves(moves, chosen, batch_size)
+    steps = _with_gaps([Step(tuple(group)) for group in groups], gap_batches)
+    initial = tuple(current[b] for b in range(len(current)))
+    return MigrationPlan(chosen, initial, tuple(steps))
+
+
+def non_interfering_steps(moves: Sequence[Move], batch_size: int | None = None) -> list[list[Move]]:
+    """Group moves into the fewest steps in which no executor sends or receives twice and
+    no step holds more than `batch_size` moves (unbounded when None)."""
+    if not moves:
+        return []
+    limit = len(moves) if batch_size is None else batch_size
+    colouring = _EdgeColouring(moves, max(_max_degree(moves), math.ceil(len(moves) / limit)))
+    colouring.colour_all()
+    colouring.balance()
+    groups = [sorted(group, key=lambda m: m.bin) for group in colouring.classes() if group]
+    return sorted(groups, key=lambda group: group[0].bin)
+
+
+def _parse_strategy(strategy: Strategy | str) -> Strategy:
+    try:
+        return Strategy(strategy)
+    except ValueError:
+        choices = ", ".join(s.value for s in Strategy)
+        raise MigrationError("strategy", f"{strategy!r} is not one of {choices}") from None
+
+
+def _group_moves(moves: list[Move], strategy: Strategy, batch_size: int) -> list[list[Move]]:
+    if not moves:
+        return []
+    if strategy is Strategy.ALL_AT_ONCE:
+        return [moves]
+    if strategy is Strategy.FLUID:
+        return [[move] for move in moves]
+    return non_interfering_steps(moves, batch_size)
+
+
+def _with_gaps(steps: list[Step], gap_batches: int) -> list[Step]:
+    spaced: list[Step] = []
+    for index, step in enumerate(steps):
+        if index:
+            spaced.extend(Step() for _ in range(gap_batches))
+        spaced.append(step)
+    return spaced
+
+
+# A vertex of the move multigraph: ("out", executor) sends, ("in", executor) receives.
+# One executor is two vertices, because sending and receiving are separate limits.
+_Vertex = tuple[str, str]
+
+
+def _ends(move: Move) -> tuple[_Vertex, _Vertex]:
+    return ("out", move.source), ("in", move.target)
+
+
+def _max_degree(moves: Sequence[Move]) -> int:
+    degree: dict[_Vertex, int] = {}
+    for move in moves:
+        for vertex in _ends(move):
+            degree[vertex] = degree.get(vertex, 0) + 1
+    return max(degree.values())
+
+
+class _EdgeColouring:
+    """A proper edge colouring of the bipartite move multigraph with `colours` colours.
+
+    `colour_all` is König's constructive proof: for edge (u, v) take a colour `a` free at
+    u and `b` free at v; if `a` is taken at v, swap a<->b along the alternating path that
+    starts at v. In a bipartite graph that path never reaches u, so afterwards `a` is free
+    at both ends. It needs only `colours >= Δ`. O(moves * path length); plans are small.
+
+    `balance` then evens the class sizes (de Werra): when class i is two or more larger
+    than class j, the union of the two matchings contains a path with one more i-edge than
+    j-edges (it starts and ends with i); swapping its colours moves one edge from i to j.
+    Each swap costs a walk over the executors, not the bins, so large bin counts are cheap.
+    """
+
+    def __init__(self, moves: Sequence[Move], colours: int) -> None:
+        self.moves = moves
+        self.colours = colours
+        self.colour_of = [-1] * len(moves)
+        self.sizes = [0] * colours
+        self.at: dict[_Vertex, dict[int, int]] = {}  # vertex -> colour -> edge index
+        for move in moves:
+            for vertex in _ends(move):
+                self.at.setdefault(vertex, {})
+
+    def colour_all(self) -> None:
+        for edge, move in enumerate(self.moves):
+            u, v = _ends(move)
+            a, b = self._free_colour(u), self._free_colour(v)
+            if a in self.at[v]:
+                self._swap(self._alternating_path(v, a, b), a, b)
+            self._paint(edge, a)
+
+    def balance(self) -> None:
+        """Shrink every class to at most `ceil(moves / colours)` edges (<= batch_size)."""
+        limit = math.ceil(len(self.moves) / self.colours)
+        over = [c for c in range(self.colours) if self.sizes[c] > limit]
+        # Sizes sum to at most colours * limit, so while a class is over, another is under.
+        under = [c for c in range(self.colours) if self.sizes[c] < limit]
+        while over:
+            big, small = over[-1], under[-1]
+            self._swap(self._surplus_path(big, small), big, small)
+            if self.sizes[big] <= limit:
+                over.pop()
+            if self.sizes[small] >= limit:
+                under.pop()
+
+    def classes(self) -> list[list[Move]]:
+        grouped: list[list[Move]] = [[] for _ in range(self.colours)]
+        for edge, colour in enumerate(self.colour_of):
+            grouped[colour].append(self.moves[edge])
+        return grouped
+
+    def _free_colour(self, vertex: _Vertex) -> int:
+        used = self.at[vertex]
+        return next(c for c in range(self.colours) if c not in used)
+
+    def _other_end(self, edge: int, vertex: _Vertex) -> _Vertex:
+        u, v = _ends(self.moves[edge])
+        return v if vertex == u else u
+
+    def _alternating_path(self, start: _Vertex, first: int, second: int) -> list[int]:
+        """Edges from `start` coloured first, second, first, ... as far as they go."""
+        path: list[int] = []
+        vertex, colour = start, first
+        while colour in self.at[vertex]:
+            edge = self.at[vertex][colour]
+            path.append(edge)
+            vertex = self._other_end(edge, vertex)
+            colour = second if colour == first else first
+        return path
+
+    def _surplus_path(self, big: int, small: int) -> list[int]:
+        """An alternating path of the union of two classes with one more `big` edge."""
+        for vertex in sorted(self.at):
+            if big in self.at[vertex] and small not in self.at[vertex]:
+                path = self._alternating_path(vertex, big, small)
+                if len(path) % 2 == 1:
+                    return path
+        raise AssertionError("unreachable: a larger matching always has a surplus path")
+
+    def _swap(self, path: list[int], a: int, b: int) -> None:
+        new_colours = [b if self.colour_of[e] == a else a for e in path]
+        for edge in path:
+            self.sizes[self.colour_of[edge]] -= 1
+            for vertex in _ends(self.moves[edge]):
+                del self.at[vertex][self.colour_of[edge]]
+        for edge, colour in zip(path, new_colours, strict=True):
+            self._paint(edge, colour)
+
+    def _paint(self, edge: int, colour: int) -> None:
+        self.colour_of[edge] = colour
+        self.sizes[colour] += 1
+        for vertex in _ends(self.moves[edge]):
+            self.at[vertex][colour] = edge
