@@ -27,6 +27,7 @@ from swivel.controllers.flux import (
 
 WINDOW_S = 10.0
 RECORDS_PER_BUSY_S = 100  # one processing rate everywhere: a bin's size is its busy time
+SITES = ("site-1", "site-2", "site-3", "site-4")
 
 
 def cluster(
@@ -81,17 +82,13 @@ def test_figure_5_single_round_with_four_sites() -> None:
     ]
     assert decision.moves == (BinMove(5, "site-1", "site-4"), BinMove(8, "site-2", "site-3"))
     assert (9, BinRejection.DOES_NOT_REDUCE_IMBALANCE) in pair_of(decision, "site-2").rejected_bins
-    assert decision.utilisation_after == pytest.approx(dict.fromkeys(executors_names(), 0.6))
+    assert decision.utilisation_after == pytest.approx(dict.fromkeys(SITES, 0.6))
     assert decision.target_assignment == {**assignment, 5: "site-4", 8: "site-3"}
-
-
-def executors_names() -> list[str]:
-    return ["site-1", "site-2", "site-3", "site-4"]
 
 
 def test_after_figure_5_the_next_round_moves_nothing() -> None:
     executors, bins, assignment = cluster(
-        {name: {i: 1.5, 10 + i: 1.5, 20 + i: 3.0} for i, name in enumerate(executors_names())}
+        {name: {i: 1.5, 10 + i: 1.5, 20 + i: 3.0} for i, name in enumerate(SITES)}
     )
     decision = balance_round(executors, bins, assignment)
     assert not decision.moved
