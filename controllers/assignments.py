@@ -68,7 +68,7 @@ def validate_same_bins(current: Assignment, target: Assignment) -> None:
     validate_assignment(target, field="target", bins=len(current))
 
 
-def bins_per_executor(
+def bins_by_executor(
     assignment: Assignment, executors: Sequence[str] = ()
 ) -> dict[str, tuple[int, ...]]:
     """Each executor's bins, sorted. Executors named in `executors` appear even when empty
@@ -77,6 +77,11 @@ def bins_per_executor(
     for bin_id in sorted(assignment):
         owned.setdefault(assignment[bin_id], []).append(bin_id)
     return {executor: tuple(owned[executor]) for executor in sorted(owned)}
+
+
+def bins_per_executor(assignment: Assignment, executors: Sequence[str] = ()) -> dict[str, int]:
+    """Each executor's load in bins (the StreamJob status shows this), empty ones included."""
+    return {e: len(bins) for e, bins in bins_by_executor(assignment, executors).items()}
 
 
 def changed_bins(current: Assignment, target: Assignment) -> tuple[int, ...]:
@@ -88,7 +93,7 @@ def is_balanced(assignment: Assignment, executors: Sequence[str]) -> bool:
     """Loads over `executors` (empty ones included) differ by at most one bin."""
     if not set(assignment.values()) <= set(executors):
         return False
-    loads = [len(bins) for bins in bins_per_executor(assignment, executors).values()]
+    loads = bins_per_executor(assignment, executors).values()
     return max(loads) - min(loads) <= 1
 
 
@@ -104,7 +109,7 @@ def rebalance_for_executors(current: Assignment, executors: Sequence[str]) -> di
     """
     validate_assignment(current, field="current")
     _validate_executor_list(executors)
-    loads = bins_per_executor(current, executors)
+    loads = bins_by_executor(current, executors)
     quotas = _quotas(len(current), executors, {e: len(loads[e]) for e in executors})
     target = dict(current)
     freed = iter(_free_surplus_bins(loads, quotas))

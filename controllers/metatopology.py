@@ -36,7 +36,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .assignments import Assignment, AssignmentError, bins_per_executor, validate_same_bins
+from .assignments import Assignment, AssignmentError, bins_by_executor, validate_same_bins
 
 
 class InstanceStatus(enum.StrEnum):
@@ -172,8 +172,8 @@ def plan_meta_topology(
     validate_same_bins(old, new)
     before_set = _executor_set(old, old_executors, "old_executors")
     after_set = _executor_set(new, new_executors, "new_executors")
-    before = bins_per_executor(old, sorted(before_set))
-    after = bins_per_executor(new, sorted(after_set))
+    before = bins_by_executor(old, sorted(before_set))
+    after = bins_by_executor(new, sorted(after_set))
     flows = _flows(old, new)
     split = _split_by_acyclic_invariance(flows, before_set & after_set, before, after)
     statuses = _statuses(before_set, after_set, before, after)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from swivel.controllers.assignments import (
     AssignmentError,
-    bins_per_executor,
+    bins_by_executor,
     changed_bins,
     rebalance_for_executors,
 )
@@ -181,7 +181,7 @@ def placement_changes(draw: st.DrawFn) -> tuple[dict[int, str], dict[int, str]]:
 def test_pruning_leaves_only_executors_that_change(change) -> None:
     old, new = change
     meta = plan_meta_topology(old, new)
-    before, after = bins_per_executor(old), bins_per_executor(new)
+    before, after = bins_by_executor(old), bins_by_executor(new)
     changing = {e for e in before.keys() | after.keys() if before.get(e) != after.get(e)}
     assert set(meta.participants) == changing
     touched = {v.executor for e in meta.state_edges for v in (e.source, e.target)}
