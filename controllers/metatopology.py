@@ -141,8 +141,12 @@ class MetaTopology:
     def hand_over_order(self) -> tuple[Vertex, ...]:
         """A topological order of the participants' vertices: a bin's old owner comes
         before its new one. Unchanged executors are left out (nothing to hand over)."""
-        unchanged = set(self.instances) - {self.instance(e) for e in self.participants}
-        pruned = {v for i in self.instances if i not in unchanged for v in i.vertices}
+        pruned = [
+            vertex
+            for instance in self.instances
+            if instance.status is not InstanceStatus.UNCHANGED
+            for vertex in instance.vertices
+        ]
         return _topological_order(self.state_edges, sorted(pruned))
 
     def to_dict(self) -> dict[str, Any]:

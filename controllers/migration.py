@@ -155,8 +155,7 @@ def plan_migration(
     """
     validate_same_bins(current, target)
     chosen = _parse_strategy(strategy)
-    if batch_size < 1:
-        raise MigrationError("batch_size", f"must be at least 1, got {batch_size}")
+    _check_batch_size(batch_size)
     if gap_batches < 0:
         raise MigrationError("gap_batches", f"must not be negative, got {gap_batches}")
     moves = [Move(b, current[b], target[b]) for b in changed_bins(current, target)]
@@ -168,7 +167,10 @@ def plan_migration(
 
 def non_interfering_steps(moves: Sequence[Move], batch_size: int | None = None) -> list[list[Move]]:
     """Group moves into the fewest steps in which no executor sends or receives twice and
-    no step holds more than `batch_size` moves (unbounded when None)."""
+    no step holds more than `batch_size` moves (unbounded when None). Each step is sorted
+    by bin and the steps by their first bin, so the grouping is deterministic."""
+    if batch_size is not None:
+        _check_batch_size(batch_size)
     if not moves:
         return []
     limit = len(moves) if batch_size is None else batch_size
@@ -177,6 +179,11 @@ def non_interfering_steps(moves: Sequence[Move], batch_size: int | None = None) 
     colouring.balance()
     groups = [sorted(group, key=lambda m: m.bin) for group in colouring.classes() if group]
     return sorted(groups, key=lambda group: group[0].bin)
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise MigrationError("batch_size", f"must be at least 1, got {batch_size}")
 
 
 def _parse_strategy(strategy: Strategy | str) -> Strategy:

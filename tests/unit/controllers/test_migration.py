@@ -118,6 +118,12 @@ def test_small_batches_use_the_fewest_steps_not_a_chunk_per_matching() -> None:
     assert [len(group) for group in non_interfering_steps(moves)] == [3, 3]
 
 
+def test_non_interfering_steps_rejects_empty_batches() -> None:
+    with pytest.raises(MigrationError) as caught:
+        non_interfering_steps([Move(0, "a", "b")], batch_size=0)
+    assert caught.value.field == "batch_size"
+
+
 def test_disjoint_moves_are_chunked_by_batch_size() -> None:
     current = {b: f"exec-{b}" for b in range(8)}
     target = {b: f"exec-{(b + 1) % 8}" if b % 2 == 0 else e for b, e in current.items()}
