@@ -9,16 +9,18 @@ against bins per batch (latency spike):
 
 - all-at-once: every changed bin in one step (shortest, the biggest spike);
 - fluid: one bin per step (smallest spike, longest);
-- batched: at most `batch_size` bins per step, and *non-interfering* (§4.4): in a step
-  each executor sends at most one bin and receives at most one bin, so no executor
-  reloads two bins in the same batch and the spike stays that of a single bin.
+- batched: `batch_size` bins per step (Megaphone's batches), in `ceil(moves / batch_size)`
+  steps, the moves of a step spread over as many executors as the moves allow.
 
-Grouping the moves is edge-colouring the bipartite multigraph senders -> receivers (one
-edge per move): a colour class is a matching, i.e. a non-interfering step. König's
-theorem says max degree Δ colours suffice and are needed; `_EdgeColouring` finds such a
-colouring with the textbook alternating-path argument, and then evens the class sizes
-(de Werra) so that `max(Δ, ceil(moves / batch_size))` steps of at most `batch_size`
-moves exist — both numbers are lower bounds, so the batched plan has the fewest steps.
+The spreading is §4.4's grouping of non-interfering moves: edge-colour the bipartite
+multigraph senders -> receivers (one edge per move); a colour class is a matching, a
+group in which each executor sends at most one bin and receives at most one, so no
+executor reloads two bins in one batch. König's theorem says max degree Δ colours suffice
+and are needed; `_EdgeColouring` finds such a colouring with the textbook
+alternating-path argument and evens the class sizes (de Werra). `non_interfering_steps`
+returns those groups (the fewest steps whose spike is a single bin per executor); the
+batched plan cuts the groups, in order, into steps of `batch_size`, so a step spans as
+few groups as possible and no executor reloads more bins than the batch size forces.
 
 `gap_batches` empty steps go between move steps: the system drains the records queued
 during one migration step before the next one starts, instead of during it (§4.4).
@@ -201,7 +203,24 @@ def _group_moves(moves: list[Move], strategy: Strategy, batch_size: int) -> list
         return [moves]
     if strategy is Strategy.FLUID:
         return [[move] for move in moves]
-    return non_interfering_steps(moves, batch_size)
+    spread = [move for group in _balanced_groups(moves) for move in group]
+    return _even_chunks(spread, math.ceil(len(spread) / batch_size))
+
+
+def _balanced_groups(moves: list[Move]) -> list[list[Move]]:
+    """Δ non-interfering groups of near-equal size, so a step of k moves spans few groups."""
+    return non_interfering_steps(moves, math.ceil(len(moves) / _max_degree(moves)))
+
+
+def _even_chunks(moves: list[Move], count: int) -> list[list[Move]]:
+    """`count` consecutive chunks whose sizes differ by at most one (4 moves, 2 steps: 2+2)."""
+    size, extra = divmod(len(moves), count)
+    chunks, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        chunks.append(sorted(moves[start:end], key=lambda m: m.bin))
+        start = end
+    return chunks
 
 
 def _with_gaps(steps: list[Step], gap_batches: int) -> list[Step]:

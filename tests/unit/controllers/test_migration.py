@@ -1,4 +1,4 @@
-"""Megaphone migration plans: all-at-once, fluid and batched (non-interfering) steps."""
+"""Megaphone migration plans: all-at-once, fluid and batched steps; non-interfering groups."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ def max_degree(moves: list[Move]) -> int:
     return max([*sends.values(), *receives.values()], default=0)
 
 
+def max_load(step: Step) -> int:
+    """Most bins one executor sends or receives in a step."""
+    return max_degree(list(step.moves)) if step.moves else 0
+
+
 def assert_non_interfering(step: Step) -> None:
     sources = [m.source for m in step.moves]
     targets = [m.target for m in step.moves]
@@ -59,13 +64,11 @@ def half_of_one_executor() -> tuple[dict[int, str], dict[int, str]]:
 
 @pytest.mark.parametrize(
     ("strategy", "steps", "max_per_step"),
-    [(Strategy.ALL_AT_ONCE, 1, 4), (Strategy.FLUID, 4, 1), (Strategy.BATCHED, 4, 1)],
+    [(Strategy.ALL_AT_ONCE, 1, 4), (Strategy.FLUID, 4, 1), (Strategy.BATCHED, 2, 2)],
 )
 def test_megaphone_half_of_one_executor(strategy, steps, max_per_step) -> None:
-    # Batched equals fluid here: one sender and one receiver can only move one bin per
-    # step without interfering, whatever batch_size allows.
     current, target = half_of_one_executor()
-    plan = plan_migration(current, target, strategy, batch_size=4)
+    plan = plan_migration(current, target, strategy, batch_size=2)
     assert plan.step_count == steps
     assert plan.max_moves_per_step == max_per_step
     assert plan.moved_bins == (4, 5, 6, 7)
@@ -88,11 +91,11 @@ def test_megaphone_evaluation_half_the_workers_and_back() -> None:
     balanced = contiguous(16, workers)
     skewed = dict(balanced)
     skewed.update({2: "w2", 3: "w2", 6: "w3", 7: "w3"})
-    there = plan_migration(balanced, skewed, Strategy.BATCHED, batch_size=4)
-    assert there.step_count == 2  # max degree 2: w2 and w3 each receive two bins
+    there = plan_migration(balanced, skewed, Strategy.BATCHED, batch_size=2)
+    assert there.step_count == 2  # each step one whole non-interfering group
     assert all(len(step.moves) == 2 for step in there.steps)
     back_target = rebalance_for_executors(skewed, workers)
-    back = plan_migration(skewed, back_target, Strategy.BATCHED, batch_size=4)
+    back = plan_migration(skewed, back_target, Strategy.BATCHED, batch_size=2)
     assert back.step_count == 2 and len(back.moves) == 4
     for step in [*there.steps, *back.steps]:
         assert_non_interfering(step)
@@ -161,10 +164,12 @@ def test_assignment_after_each_step_and_out_of_range() -> None:
 
 def test_to_dict_is_json_friendly() -> None:
     current, target = half_of_one_executor()
-    data = plan_migration(current, target, Strategy.BATCHED, gap_batches=1).to_dict()
+    data = plan_migration(current, target, Strategy.BATCHED, batch_size=2, gap_batches=1).to_dict()
     assert json.loads(json.dumps(data)) == data
     assert data["strategy"] == "batched" and data["movedBins"] == [4, 5, 6, 7]
-    assert data["steps"][0] == {"moves": [{"bin": 4, "from": "exec-0", "to": "exec-1"}]}
+    assert data["steps"][0] == {
+        "moves": [{"bin": b, "from": "exec-0", "to": "exec-1"} for b in (4, 5)]
+    }
     assert data["steps"][1] == {"gap": True}
 
 
@@ -230,23 +235,31 @@ def test_plans_conserve_bins(migration, strategy, batch_size, gap_batches) -> No
 
 
 @given(migrations(), st.integers(min_value=1, max_value=8))
-def test_batched_steps_are_non_interfering_and_fewest(migration, batch_size) -> None:
+def test_batched_steps_are_fewest_and_spread(migration, batch_size) -> None:
     current, target = migration
     plan = plan_migration(current, target, Strategy.BATCHED, batch_size=batch_size)
     moves = list(plan.moves)
+    assert plan.step_count == math.ceil(len(moves) / batch_size)
+    if not moves:
+        return
+    groups = non_interfering_steps(moves, math.ceil(len(moves) / max_degree(moves)))
+    smallest_group = min(len(group) for group in groups)
     for step in plan.steps:
-        assert_non_interfering(step)
         assert 1 <= len(step.moves) <= batch_size
-    lower_bound = max(max_degree(moves), math.ceil(len(moves) / batch_size)) if moves else 0
-    assert plan.step_count == lower_bound
+        # A step spans at most ceil(len / smallest group) + 1 groups, and an executor
+        # appears at most once per group.
+        bound = min(len(step.moves), math.ceil(len(step.moves) / smallest_group) + 1)
+        assert max_load(step) <= bound
 
 
 @given(migrations())
-def test_unbounded_batches_take_max_degree_steps(migration) -> None:
+def test_non_interfering_groups_are_max_degree_many(migration) -> None:
     current, target = migration
-    unbounded = len(current)
-    plan = plan_migration(current, target, Strategy.BATCHED, batch_size=unbounded)
-    assert plan.step_count == max_degree(list(plan.moves))  # König
+    moves = list(plan_migration(current, target, Strategy.ALL_AT_ONCE).moves)
+    groups = non_interfering_steps(moves)
+    assert len(groups) == (max_degree(moves) if moves else 0)  # König
+    for group in groups:
+        assert_non_interfering(Step(tuple(group)))
 
 
 @given(migrations())
