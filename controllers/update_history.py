@@ -52,7 +52,7 @@ class UpdateStep:
 
 @dataclass(frozen=True, slots=True)
 class FunctionUpdateTransaction:
-    """The updates applied together; `txn` is the input's label for it, if it had one."""
+    """The updates applied together, by operator name; `txn` is the input's label, if any."""
 
     steps: tuple[UpdateStep, ...]
     txn: int | None = None
@@ -136,8 +136,10 @@ def _by_operator(updates: Iterable[UpdateEvent]) -> dict[str, list[UpdateEvent]]
     return grouped
 
 
-def _step(update: UpdateEvent) -> UpdateStep:
-    return UpdateStep(update.operator, update.from_version, update.to_version)
+def _steps(updates: Iterable[UpdateEvent]) -> tuple[UpdateStep, ...]:
+    """Steps by operator name, so that the verdict does not depend on the input's order."""
+    steps = (UpdateStep(u.operator, u.from_version, u.to_version) for u in updates)
+    return tuple(sorted(steps, key=lambda step: step.operator))
 
 
 # --- without labels: chains and step indices -------------------------------------------
@@ -148,7 +150,7 @@ def _group_by_step(updates: Sequence[UpdateEvent]) -> tuple[FunctionUpdateTransa
     _require_equal_lengths(chains)
     length = len(next(iter(chains.values())))
     return tuple(
-        FunctionUpdateTransaction(tuple(_step(chain[i]) for chain in chains.values()))
+        FunctionUpdateTransaction(_steps(chain[i] for chain in chains.values()))
         for i in range(length)
     )
 
@@ -231,10 +233,7 @@ def _group_by_label(updates: Sequence[UpdateEvent]) -> tuple[FunctionUpdateTrans
     ordered = sorted(by_label.items())
     for operator, ups in _by_operator(u for _, same in ordered for u in same.values()).items():
         _require_linked(operator, ups)
-    return tuple(
-        FunctionUpdateTransaction(tuple(_step(u) for u in same.values()), label)
-        for label, same in ordered
-    )
+    return tuple(FunctionUpdateTransaction(_steps(same.values()), label) for label, same in ordered)
 
 
 def _require_linked(operator: str, updates: list[UpdateEvent]) -> None:
