@@ -7,7 +7,8 @@ each other; a data operation conflicts with the update of the operator it runs o
 version says on which side of that update it ran. So the schedule is correct exactly when
 every record could have run entirely between two consecutive update transactions: it saw
 "all old" or "all new" (per-record rule, `check_schedule`). The textbook precedence graph
-(`precedence_graph`) gives the same verdict and is kept as an independent cross-check.
+(`precedence_graph`, update transactions chained in their sequence) gives the same verdict
+and is kept as an independent cross-check.
 
 A schedule is a list of events, in any order (they are usually gathered from many workers):
 
@@ -29,7 +30,8 @@ one-to-many fan-out split by the switch) has no single epoch and is a violation.
 - If update events carry an integer `txn`, it is the transaction's sequence number: updates
   with equal `txn` form one transaction and transactions run in increasing `txn` order. An
   operator appears at most once per transaction, and in `txn` order each of its updates must
-  start from the version the previous one reached. Either every update has a `txn` or none.
+  start from the version the previous one reached. Either every update has a `txn` or none
+  (`"txn": null` counts as none).
 - Without `txn`, each operator's updates must link into one chain v0->v1->...->vs (matching
   `to` with the next `from`); step i of every operator belongs to transaction Ti. This is
   only unambiguous when every updated operator has the same number of steps, so otherwise
