@@ -129,7 +129,8 @@ def test_converges_into_the_band_when_overhead_is_a_fixed_cost_per_coordination(
         state = step(state, min(1.0, fixed_cost_s / state.interval_s), CONFIG)
         history.append(state.interval_s)
     settled = fixed_cost_s / state.interval_s
-    assert CONFIG.lower_overhead <= settled <= CONFIG.upper_overhead
+    edge = 1e-9  # a cost of exactly 0.05 s at the 0.5 s minimum sits on the band's edge
+    assert CONFIG.lower_overhead - edge <= settled <= CONFIG.upper_overhead + edge
     assert len(set(history[-10:])) == 1  # and stays there
 
 
