@@ -49,10 +49,9 @@ def command(reconfiguration: Path, job_path: Path, output: str, no_pruning: bool
 
 
 def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
-    root = Tree(
-        f"[bold]{document['job']}[/]: {plan.disruption.label} via {plan.scheduler.value} "
-        f"(pruning {'on' if plan.pruning else 'off'})"
-    )
+    how = f" via {plan.scheduler.value}" if plan.mcs else ""
+    pruning = f" (pruning {'on' if plan.pruning else 'off'})" if plan.mcs else ""
+    root = Tree(f"[bold]{document['job']}[/]: {plan.disruption.label}{how}{pruning}")
     if document["components"]:
         mcs = root.add(f"MCS: {len(document['components'])} component(s)")
         for index, component in enumerate(document["components"], 1):
@@ -66,7 +65,10 @@ def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
         for ancestor, rule in document["pruned"].items():
             mcs.add(f"pruned one-to-many ancestor {ancestor} ({rule} rule)")
     channels = document["channels"]
-    root.add(f"data channels: {channels['mcs']} of {channels['total']} synchronise")
+    if plan.mcs:
+        root.add(f"data channels: {channels['mcs']} of {channels['total']} synchronise")
+    if document["metaTopology"]:
+        _add_meta_topology(root, document["metaTopology"])
     if plan.migration is not None:
         migration = root.add(
             f"migration: {plan.migration.strategy.value}, {len(plan.migration.moved_bins)} bin(s) "
@@ -76,3 +78,20 @@ def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
             moves = ", ".join(f"bin {m.bin}: {m.source}->{m.target}" for m in step.moves)
             migration.add(f"step {index}: {moves or 'gap (no moves)'}")
     return root
+
+
+def _add_meta_topology(root: Tree, meta: dict[str, Any]) -> None:
+    node = root.add("meta-topology (executors whose bins do not change collapse away)")
+    for instance in meta["instances"]:
+        if instance["status"] == "unchanged":
+            continue
+        roles = [
+            r for r, on in (("splits", instance["splits"]), ("merges", instance["merges"])) if on
+        ]
+        node.add(
+            f"executor {instance['executor']} ({instance['status']}"
+            f"{', ' + ' and '.join(roles) if roles else ''}): "
+            f"{len(instance['binsBefore'])} -> {len(instance['binsAfter'])} bins"
+        )
+    for edge in meta["stateEdges"]:
+        node.add(f"state {edge['from']} -> {edge['to']}: bins {', '.join(map(str, edge['bins']))}")
