@@ -1,0 +1,742 @@
+"""Fries MCS planner: the paper's worked examples, the rules' edge cases, and properties
+checked against brute force (path enumeration) on random DAGs.
+
+The paper's figures are missing from our copy; each dataflow below is reconstructed from
+the text and the tables, and its docstring says how.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swivel.controllers.graph import Cardinality, Dataflow, GraphError, Operator
+from swivel.controllers.mcs import (
+    EDGE_WISE_ONE_TO_ONE,
+    UNIQUENESS,
+    Component,
+    McsPlan,
+    minimal_covering_subdag,
+    plan_mcs,
+)
+
+# --- building blocks ---------------------------------------------------------------------
+
+
+def one_to_many(name: str, **flags: bool) -> Operator:
+    return Operator(name, Cardinality.ONE_TO_MANY, **flags)
+
+
+def replicate(name: str) -> Operator:
+    """Fig. 9's Replicate: one-to-many, but one tuple per out-edge."""
+    return one_to_many(name, at_most_one_per_edge=True)
+
+
+def unique(name: str) -> Operator:
+    """Fig. 10's self-join on the primary key: at most one output per source record."""
+    return Operator(name, unique_per_record=True)
+
+
+def blocking(name: str) -> Operator:
+    return Operator(name, blocking=True)
+
+
+def chain(*names: str) -> list[tuple[str, str]]:
+    return list(itertools.pairwise(names))
+
+
+def components(plan: McsPlan) -> list[set[str]]:
+    return [set(c.operators) for c in plan.components]
+
+
+def longest_path(component: Component) -> int:
+    """Edges on the longest path inside a component (Table 4/5's "longest path length")."""
+    length = dict.fromkeys(component.operators, 0)
+    for source, target in sorted(component.edges, key=lambda e: component.operators.index(e[0])):
+        length[target] = max(length[target], length[source] + 1)
+    return max(length.values())
+
+
+# --- §5: one-to-one dataflows ------------------------------------------------------------
+
+
+def test_fig2_two_targets_on_one_path_form_one_component() -> None:
+    """Fig. 1/2: Source -> ML_customer -> ML_merchant -> Combiner -> Sink. Updating the
+    merchant model and the combiner together must be synchronised along their path."""
+    dataflow = Dataflow.of(
+        ["source", "ml_customer", "ml_merchant", "combiner", "sink"],
+        chain("source", "ml_customer", "ml_merchant", "combiner", "sink"),
+    )
+    plan = plan_mcs(dataflow, ["combiner", "ml_merchant"])
+    assert plan.components == (
+        Component(
+            operators=("ml_merchant", "combiner"),
+            heads=("ml_merchant",),
+            edges=(("ml_merchant", "combiner"),),
+            targets=("ml_merchant", "combiner"),
+        ),
+    )
+
+
+def test_fig6_one_to_one_split_gives_two_components() -> None:
+    """Fig. 6 / Example 5.3: a one-to-one X sends each tuple to A or to B, never both, so
+    the naive per-operator switch is already serializable: two single-operator components."""
+    dataflow = Dataflow.of(
+        ["source", "X", "A", "B", "sink"],
+        [("source", "X"), ("X", "A"), ("X", "B"), ("A", "sink"), ("B", "sink")],
+    )
+    plan = plan_mcs(dataflow, ["A", "B"])
+    assert components(plan) == [{"A"}, {"B"}]
+    assert [c.heads for c in plan.components] == [("A",), ("B",)]
+    assert plan.edges == frozenset()
+
+
+FIG5 = Dataflow.of(
+    ["source", "X", "A", "B", "R", "W", "Y", "sink"],
+    [
+        *chain("source", "X", "A", "R", "sink"),
+        *chain("X", "B", "R"),
+        *chain("source", "W", "Y", "sink"),
+    ],
+)
+
+
+def test_fig7_mcs_of_fig5_has_two_components() -> None:
+    """Fig. 5/7 (§5.2-5.3): reconfiguring X, R and Y. X heads {X, A, B, R} (markers go
+    X -> A, B -> R, R aligns both); Y is alone and switches on its control message."""
+    plan = plan_mcs(FIG5, ["X", "R", "Y"])
+    first, second = plan.components
+    assert first == Component(
+        operators=("X", "A", "B", "R"),
+        heads=("X",),
+        edges=(("X", "A"), ("X", "B"), ("A", "R"), ("B", "R")),
+        targets=("X", "R"),
+    )
+    assert second == Component(operators=("Y",), heads=("Y",), edges=(), targets=("Y",))
+    assert set(plan.seeds) == {"X", "R", "Y"}
+
+
+def test_alg1_is_the_definition_on_fig5() -> None:
+    vertices, edges = minimal_covering_subdag(FIG5, ["X", "R", "Y"])
+    assert vertices == {"X", "A", "B", "R", "Y"}
+    assert edges == {("X", "A"), ("X", "B"), ("A", "R"), ("B", "R")}
+
+
+# --- §6: one-to-many ancestors -----------------------------------------------------------
+
+
+def test_fig8_one_to_many_join_becomes_the_head() -> None:
+    """Fig. 8: Join (with Merchants, one-to-many) -> Split -> FD_a | FD_b -> Union. Updating
+    FD_a alone must start from the Join, the earliest one-to-many ancestor (§6.2)."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("join"), "split", "fd_a", "fd_b", "union", "sink"],
+        [
+            *chain("source", "join", "split", "fd_a", "union", "sink"),
+            *chain("split", "fd_b", "union"),
+        ],
+    )
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, ["fd_a"], pruning=pruning)
+        assert plan.components == (
+            Component(
+                operators=("join", "split", "fd_a"),
+                heads=("join",),
+                edges=(("join", "split"), ("split", "fd_a")),
+                targets=("fd_a",),
+            ),
+        )
+        assert set(plan.seeds) == {"join", "fd_a"}
+
+
+def test_a_target_may_have_several_earliest_one_to_many_ancestors() -> None:
+    """§6.2: with one-to-many operators on two parallel branches, both are earliest."""
+    dataflow = Dataflow.of(
+        ["source", "split", one_to_many("j1"), one_to_many("j2"), "union", "R"],
+        [*chain("source", "split", "j1", "union", "R"), *chain("split", "j2", "union")],
+    )
+    plan = plan_mcs(dataflow, ["R"])
+    assert set(plan.seeds) == {"j1", "j2", "R"}
+    assert plan.components[0].heads == ("j1", "j2")
+
+
+def test_only_the_earliest_of_nested_one_to_many_ancestors_is_a_seed() -> None:
+    dataflow = Dataflow.of(
+        ["source", one_to_many("outer"), "map", one_to_many("inner"), "R"],
+        chain("source", "outer", "map", "inner", "R"),
+    )
+    plan = plan_mcs(dataflow, ["R"], pruning=False)
+    assert set(plan.seeds) == {"outer", "R"}
+    assert components(plan) == [{"outer", "map", "inner", "R"}]
+
+
+# --- §6.3: pruning -----------------------------------------------------------------------
+
+FIG9_I = Dataflow.of(
+    ["source", replicate("RE"), "F1", "R", "F2", "sink"],
+    [*chain("source", "RE", "F1", "R", "sink"), *chain("RE", "F2", "sink")],
+)
+
+
+def test_fig9_i_edge_wise_rule_prunes_the_replicate() -> None:
+    """Fig. 9 (I): R sees one copy per record, so RE need not synchronise with it."""
+    unpruned = plan_mcs(FIG9_I, ["R"], pruning=False)
+    assert components(unpruned) == [{"RE", "F1", "R"}]
+    pruned = plan_mcs(FIG9_I, ["R"])
+    assert components(pruned) == [{"R"}]
+    assert pruned.pruned == {"RE": EDGE_WISE_ONE_TO_ONE}
+    assert pruned.seeds == ("R",)
+
+
+def test_fig9_ii_cannot_prune_when_two_out_edges_lead_to_targets() -> None:
+    """Fig. 9 (II): X and R get the two copies of one record: both or neither new."""
+    dataflow = Dataflow.of(
+        ["source", replicate("RE"), "X", "F", "R"],
+        [*chain("source", "RE", "X"), *chain("RE", "F", "R")],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert components(plan) == [{"RE", "X", "F", "R"}]
+    assert plan.components[0].heads == ("RE",)
+    assert plan.pruned == {}
+
+
+def test_fig9_iii_cannot_prune_when_the_target_receives_every_copy() -> None:
+    dataflow = Dataflow.of(
+        ["source", replicate("RE"), "A", "B", "R"],
+        [*chain("source", "RE", "A", "R"), *chain("RE", "B", "R")],
+    )
+    plan = plan_mcs(dataflow, ["R"])
+    assert components(plan) == [{"RE", "A", "B", "R"}]
+    assert plan.pruned == {}
+
+
+FIG10 = Dataflow.of(
+    ["source", replicate("RE"), "A", "B", unique("SJ"), "R", "sink"],
+    [*chain("source", "RE", "A", "SJ", "R", "sink"), *chain("RE", "B", "SJ")],
+)
+
+
+def test_fig10_uniqueness_rule_prunes_through_a_self_join() -> None:
+    """Fig. 10: the self-join on the primary key emits one tuple per record, so R after it
+    sees one tuple per record and needs no synchronisation with RE."""
+    assert components(plan_mcs(FIG10, ["R"], pruning=False)) == [{"RE", "A", "B", "SJ", "R"}]
+    plan = plan_mcs(FIG10, ["R"])
+    assert components(plan) == [{"R"}]
+    assert plan.pruned == {"RE": UNIQUENESS}
+
+
+def test_a_pruned_ancestor_exposes_the_one_to_many_operator_below_it() -> None:
+    """Nested: RE is pruned (edge-wise), which leaves R receiving many tuples per record
+    from the flatten below it; the flatten must become the head."""
+    dataflow = Dataflow.of(
+        ["source", replicate("RE"), one_to_many("flatten"), "R", "log"],
+        [*chain("source", "RE", "flatten", "R"), ("RE", "log")],
+    )
+    plan = plan_mcs(dataflow, ["R"])
+    assert plan.pruned == {"RE": EDGE_WISE_ONE_TO_ONE}
+    assert set(plan.seeds) == {"flatten", "R"}
+    assert plan.components[0].heads == ("flatten",)
+
+
+def test_exposed_ancestors_are_judged_in_turn() -> None:
+    """A chain of replicates, each with a dead-end branch: all pruned one after another;
+    a flatten after a self-join is exposed by the uniqueness rule and kept."""
+    replicates = Dataflow.of(
+        ["source", replicate("RE1"), replicate("RE2"), "R", "d1", "d2"],
+        [*chain("source", "RE1", "RE2", "R"), ("RE1", "d1"), ("RE2", "d2")],
+    )
+    plan = plan_mcs(replicates, ["R"])
+    assert plan.pruned == {"RE1": EDGE_WISE_ONE_TO_ONE, "RE2": EDGE_WISE_ONE_TO_ONE}
+    assert components(plan) == [{"R"}]
+
+    after_self_join = Dataflow.of(
+        ["source", one_to_many("M"), unique("SJ"), one_to_many("flatten"), "R"],
+        chain("source", "M", "SJ", "flatten", "R"),
+    )
+    plan = plan_mcs(after_self_join, ["R"])
+    assert plan.pruned == {"M": UNIQUENESS}
+    assert components(plan) == [{"flatten", "R"}]
+
+
+# --- where the rules needed a guard to stay serializable ---------------------------------
+
+
+def test_uniqueness_needs_one_operator_on_every_path_not_one_per_path() -> None:
+    """§6.3 prunes M when each path to R passes *a* uniqueness operator. With two of them
+    on two branches R receives one tuple from each, possibly under two versions, so M is
+    kept; the brute-force oracle confirms the literal rule's plan would be unsafe."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("M"), unique("U1"), unique("U2"), "R"],
+        [*chain("source", "M", "U1", "R"), *chain("M", "U2", "R")],
+    )
+    plan = plan_mcs(dataflow, ["R"])
+    assert plan.pruned == {}
+    assert components(plan) == [{"M", "U1", "U2", "R"}]
+    literal_mcs, _ = minimal_covering_subdag(dataflow, ["R"])
+    assert unsafe_splitters(dataflow, {"R"}, literal_mcs) == {"M"}
+    assert unsafe_splitters(dataflow, {"R"}, plan.operators) == set()
+
+
+def test_uniqueness_must_hold_for_every_target_downstream() -> None:
+    """One record reaches both X and R (through U1 and U2); pruning RE for each target on
+    its own would put them in separate components. RE stays."""
+    dataflow = Dataflow.of(
+        ["source", replicate("RE"), unique("U1"), unique("U2"), "X", "R"],
+        [*chain("source", "RE", "U1", "X"), *chain("RE", "U2", "R")],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert components(plan) == [{"RE", "U1", "U2", "X", "R"}]
+    literal, _ = minimal_covering_subdag(dataflow, ["X", "R"])
+    assert unsafe_splitters(dataflow, {"X", "R"}, literal) == {"RE"}
+
+
+def test_a_shared_uniqueness_operator_prunes_for_several_targets() -> None:
+    dataflow = Dataflow.of(
+        ["source", one_to_many("M"), "a", "b", unique("SJ"), "split", "X", "R"],
+        [
+            *chain("source", "M", "a", "SJ", "split", "X"),
+            *chain("M", "b", "SJ"),
+            ("split", "R"),
+        ],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert plan.pruned == {"M": UNIQUENESS}
+    assert components(plan) == [{"X"}, {"R"}]
+
+
+def test_a_uniqueness_operator_that_is_a_target_does_not_shield_itself() -> None:
+    """U receives every copy M makes, so U (a target) must synchronise with M."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("M"), unique("U"), "R"], chain("source", "M", "U", "R")
+    )
+    plan = plan_mcs(dataflow, ["U", "R"])
+    assert components(plan) == [{"M", "U", "R"}]
+    assert plan.pruned == {}
+    assert components(plan_mcs(dataflow, ["R"])) == [{"R"}]
+
+
+# --- §7.1: blocking operators ------------------------------------------------------------
+
+
+def test_blocking_operator_cuts_its_out_edges() -> None:
+    """The aggregate's output never co-runs with its input: the flatten upstream is no
+    ancestor of R within R's region, and targets on both sides are separate components."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("flatten"), "A", blocking("aggregate"), "R", "sink"],
+        chain("source", "flatten", "A", "aggregate", "R", "sink"),
+    )
+    assert components(plan_mcs(dataflow, ["R"])) == [{"R"}]
+    assert components(plan_mcs(dataflow, ["aggregate"])) == [{"flatten", "A", "aggregate"}]
+    plan = plan_mcs(dataflow, ["A", "R"])
+    assert components(plan) == [{"flatten", "A"}, {"R"}]
+    assert ("aggregate", "R") not in plan_mcs(dataflow, ["aggregate", "R"]).edges
+    # Without the cut (Alg. 1 alone) the path would be covered.
+    assert ("aggregate", "R") in minimal_covering_subdag(dataflow, ["aggregate", "R"])[1]
+
+
+# --- §8: the experiment tables -----------------------------------------------------------
+
+W2 = Dataflow.of(
+    [
+        "catalog_sales",
+        "J1",
+        "J2",
+        "J3",
+        "J4",
+        "sink",
+        "warehouse",
+        blocking("warehouse_build"),
+        "item",
+        blocking("item_build"),
+    ],
+    [
+        *chain("catalog_sales", "J1", "J2", "J3", "J4", "sink"),
+        *chain("warehouse", "warehouse_build", "J2"),
+        *chain("item", "item_build", "J3"),
+    ],
+)
+"""W2 (TPC-DS q40): the probe side is a chain of four primary-key joins J1..J4 (all
+one-to-one, §8.1); dimension tables enter through blocking hash builds, which §8.1
+excludes ("we only consider the pipelined probe phase") and §7.1 cuts."""
+
+W3 = Dataflow.of(
+    ["web_sales", "catalog_sales", "J5", "J6", "J7", "U1", "J8", "J9", "sink"],
+    [
+        *chain("web_sales", "J5", "J7", "U1", "J8", "J9", "sink"),
+        *chain("catalog_sales", "J6", "U1"),
+    ],
+)
+"""W3 (TPC-DS q71): two sales channels into the union U1, then two joins. The figure is
+lost; this is the smallest DAG consistent with every Table 4 row: J5 and J6 unrelated
+(separate components), J5 -> J7 -> U1 -> J8 (path of 3), J6 into U1, J8 -> J9."""
+
+
+@pytest.mark.parametrize(
+    ("workflow", "targets", "expected", "longest"),
+    [
+        (W2, ["J1"], [{"J1"}], [0]),
+        (W2, ["J2"], [{"J2"}], [0]),
+        (W2, ["J1", "J3"], [{"J1", "J2", "J3"}], [2]),
+        (W2, ["J1", "J4"], [{"J1", "J2", "J3", "J4"}], [3]),
+        (W2, ["J3", "J4"], [{"J3", "J4"}], [1]),
+        (W3, ["J5"], [{"J5"}], [0]),
+        (W3, ["J5", "J6"], [{"J5"}, {"J6"}], [0, 0]),
+        (W3, ["J5", "J6", "J7", "J8"], [{"J5", "J6", "J7", "U1", "J8"}], [3]),
+        (W3, ["J5", "J6", "J7", "J9"], [{"J5", "J6", "J7", "U1", "J8", "J9"}], [4]),
+        (W3, ["J7", "J8", "J9"], [{"J7", "U1", "J8", "J9"}], [3]),
+    ],
+)
+def test_table4_components_and_longest_paths(
+    workflow: Dataflow, targets: list[str], expected: list[set[str]], longest: list[int]
+) -> None:
+    plan = plan_mcs(workflow, targets)
+    assert components(plan) == expected
+    assert [longest_path(c) for c in plan.components] == longest
+    assert plan == plan_mcs(workflow, targets, pruning=False)  # no one-to-many operators
+
+
+def test_table4_build_sides_are_separate_regions() -> None:
+    plan = plan_mcs(W2, ["item_build", "J3"])
+    assert components(plan) == [{"item_build"}, {"J3"}]
+
+
+W4 = Dataflow.of(
+    ["payments_by_user", "F1", one_to_many("U2"), "FD1", "FD2", "F2", "sink"],
+    [
+        *chain("payments_by_user", "F1", "U2", "FD1", "F2", "sink"),
+        *chain("U2", "FD2", "F2"),
+    ],
+)
+"""W4 (§8.8): the unnest U2 splits each user's payment list and sends the payments to both
+fraud detectors FD1 and FD2, whose results meet in F2."""
+
+
+@pytest.mark.parametrize("pruning", [True, False])
+@pytest.mark.parametrize(
+    ("targets", "expected", "longest"),
+    [
+        (["F1", "U2"], {"F1", "U2"}, 1),
+        (["FD1"], {"U2", "FD1"}, 1),
+        (["F2"], {"U2", "FD1", "FD2", "F2"}, None),
+    ],
+)
+def test_table5_one_to_many_unnest(
+    targets: list[str], expected: set[str], longest: int | None, pruning: bool
+) -> None:
+    """Table 5's sets hold with and without pruning (the unnest is not a replicate). Its
+    longest path for F2 reads 5, which no DAG on four operators has; we check the sets."""
+    plan = plan_mcs(W4, targets, pruning=pruning)
+    assert components(plan) == [expected]
+    if longest is not None:
+        assert longest_path(plan.components[0]) == longest
+    assert plan.components[0].heads == (min(expected, key=W4.topological_order.index),)
+
+
+W5 = Dataflow.of(
+    [
+        "source",
+        replicate("RE"),
+        "FD3",
+        "S1",
+        "F3",
+        "F4",
+        "FD4",
+        unique("SJ"),
+        "E1",
+        "sink",
+    ],
+    [
+        *chain("source", "RE", "FD3", "S1", "F3", "SJ", "E1", "sink"),
+        *chain("RE", "F4", "FD4", "SJ"),
+    ],
+)
+"""W5 (§8.1, §8.9): RE replicates each payment to the user branch FD3 -> S1 -> F3 and the
+merchant branch F4 -> FD4; a primary-key self-join SJ (one-to-one, unique per record)
+puts the copies back together before E1."""
+
+
+@pytest.mark.parametrize(
+    ("targets", "with_pruning", "without_pruning"),
+    [
+        (["FD4"], {"FD4"}, {"RE", "F4", "FD4"}),
+        (["F3"], {"F3"}, {"RE", "FD3", "S1", "F3"}),
+        (["F4"], {"F4"}, {"RE", "F4"}),
+        (["FD3", "FD4"], {"RE", "FD3", "F4", "FD4"}, {"RE", "FD3", "F4", "FD4"}),
+        (["E1"], {"E1"}, {"RE", "FD3", "S1", "F3", "F4", "FD4", "SJ", "E1"}),
+    ],
+)
+def test_table6_pruning(
+    targets: list[str], with_pruning: set[str], without_pruning: set[str]
+) -> None:
+    assert plan_mcs(W5, targets).operators == with_pruning
+    assert plan_mcs(W5, targets, pruning=False).operators == without_pruning
+
+
+def test_table6_rules_and_edge_counts() -> None:
+    """§8.9: FD4/F3/F4 gain by the edge-wise rule, E1 by uniqueness, whose MCS drops
+    from eight edges to none."""
+    assert plan_mcs(W5, ["FD4"]).pruned == {"RE": EDGE_WISE_ONE_TO_ONE}
+    assert plan_mcs(W5, ["E1"]).pruned == {"RE": UNIQUENESS}
+    assert len(plan_mcs(W5, ["E1"], pruning=False).edges) == 8
+    assert plan_mcs(W5, ["E1"]).edges == frozenset()
+    assert plan_mcs(W5, ["FD3", "FD4"]).pruned == {}
+
+
+# --- API ---------------------------------------------------------------------------------
+
+
+def test_unknown_names_raise_graph_errors() -> None:
+    with pytest.raises(GraphError) as error:
+        plan_mcs(W5, ["E1", "nope"])
+    assert (error.value.field, error.value.reason) == ("targets[1]", "unknown operator 'nope'")
+    with pytest.raises(GraphError) as error:
+        minimal_covering_subdag(W5, ["nope"])
+    assert error.value.field == "seeds[0]"
+
+
+def test_no_targets_means_an_empty_plan() -> None:
+    plan = plan_mcs(W5, [])
+    assert plan == McsPlan(components=(), targets=(), seeds=(), pruned={})
+    assert plan.operators == frozenset() and plan.edges == frozenset()
+
+
+def test_plans_are_hashable_values_independent_of_target_order() -> None:
+    first = plan_mcs(FIG5, ["Y", "R", "X", "R"])
+    second = plan_mcs(FIG5, ["X", "R", "Y"])
+    assert first == second and hash(first) == hash(second)
+    assert set(first.targets) == {"X", "R", "Y"}
+    assert list(first.targets) == sorted(first.targets, key=FIG5.topological_order.index)
+
+
+# --- brute-force oracle ------------------------------------------------------------------
+
+
+def pipelined_children(dataflow: Dataflow) -> dict[str, list[str]]:
+    """Children with the out-edges of blocking operators removed (§7.1's cut)."""
+    children: dict[str, list[str]] = {op.name: [] for op in dataflow.operators}
+    for edge in dataflow.edges:
+        if not dataflow.by_name[edge.source].blocking:
+            children[edge.source].append(edge.target)
+    return children
+
+
+def paths(children: dict[str, list[str]], start: str, end: str) -> list[tuple[str, ...]]:
+    if start == end:
+        return [(start,)]
+    return [(start, *rest) for c in children[start] for rest in paths(children, c, end)]
+
+
+def reach(children: dict[str, list[str]], start: str) -> set[str]:
+    seen, stack = {start}, [start]
+    while stack:
+        for c in children[stack.pop()]:
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return seen
+
+
+def covering_by_enumeration(
+    children: dict[str, list[str]], seeds: Iterable[str]
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """Def. 5.4 read literally: the union of all paths between two seeds."""
+    vertices: set[str] = set()
+    edges: set[tuple[str, str]] = set()
+    for a, b in itertools.product(seeds, repeat=2):
+        for path in paths(children, a, b):
+            vertices.update(path)
+            edges.update(itertools.pairwise(path))
+    return vertices, edges
+
+
+def branch_pairs(
+    dataflow: Dataflow, children: dict[str, list[str]], splitter: str, ends: Iterable[str]
+) -> Iterable[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Pairs of branches one input tuple of `splitter` can start, each ending at one of
+    `ends`: distinct first hops if it emits one tuple per edge, and no uniqueness operator
+    emitting on both (it emits once per record)."""
+    op = dataflow.by_name[splitter]
+    if not op.one_to_many or op.unique_per_record:
+        return
+    branches = [p for end in ends if end != splitter for p in paths(children, splitter, end)]
+    for first, second in itertools.product(branches, repeat=2):
+        if op.at_most_one_per_edge and first[1] == second[1]:
+            continue
+        emitting = [
+            {v for v in b[1:-1] if dataflow.by_name[v].unique_per_record} for b in (first, second)
+        ]
+        if not emitting[0] & emitting[1]:
+            yield first, second
+
+
+def unsafe_splitters(dataflow: Dataflow, targets: set[str], mcs: Iterable[str]) -> set[str]:
+    """One-to-many operators outside the MCS that can send one record to two target
+    operations: each such split can give one transaction two versions."""
+    inside = set(mcs)
+    children = pipelined_children(dataflow)
+    return {
+        op.name
+        for op in dataflow.operators
+        if op.name not in inside and any(branch_pairs(dataflow, children, op.name, targets))
+    }
+
+
+def heads_fed_twice(dataflow: Dataflow, plan: McsPlan) -> set[str]:
+    """Heads that can receive two tuples of one record (Lemma 6.3 says none may)."""
+    children = pipelined_children(dataflow)
+    return {
+        head
+        for component in plan.components
+        for head in component.heads
+        for op in dataflow.operators
+        if any(branch_pairs(dataflow, children, op.name, [head]))
+    }
+
+
+# --- properties on random DAGs -----------------------------------------------------------
+
+
+# Operator kinds, weighted towards the ones the rules are about.
+KINDS = {
+    "map": Operator("_"),
+    "replicate": replicate("_"),
+    "flatten": one_to_many("_"),
+    "self-join": unique("_"),
+    "unique flatten": one_to_many("_", unique_per_record=True),
+    "aggregate": blocking("_"),
+    "blocking flatten": one_to_many("_", blocking=True),
+}
+KIND_WEIGHTS = ["map"] * 3 + ["replicate"] * 2 + ["flatten"] * 2 + ["self-join"] * 2 + list(KINDS)
+
+
+@st.composite
+def dataflows(draw: st.DrawFn, max_operators: int = 9) -> Dataflow:
+    """Random DAGs (in-degree <= 3) with random kinds of operator, listed in a random order
+    so that the topological order is not the listing order."""
+    count = draw(st.integers(1, max_operators))
+    operators = [
+        dataclasses.replace(KINDS[draw(st.sampled_from(KIND_WEIGHTS))], name=f"op{index}")
+        for index in range(count)
+    ]
+    edges = [
+        (f"op{parent}", f"op{index}")
+        for index in range(1, count)
+        for parent in sorted(draw(st.sets(st.integers(0, index - 1), max_size=3)))
+    ]
+    order = draw(st.permutations(operators))
+    return Dataflow.of(order, edges)
+
+
+@st.composite
+def planning_cases(draw: st.DrawFn, max_operators: int = 9) -> tuple[Dataflow, list[str]]:
+    dataflow = draw(dataflows(max_operators))
+    names = [op.name for op in dataflow.operators]
+    targets = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3))
+    return dataflow, targets
+
+
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
+
+
+@PROPERTY_SETTINGS
+@given(dataflows(), st.data())
+def test_alg1_matches_the_definition_by_path_enumeration(
+    dataflow: Dataflow, data: st.DataObject
+) -> None:
+    seeds = data.draw(st.sets(st.sampled_from([op.name for op in dataflow.operators])))
+    children = {name: list(cs) for name, cs in dataflow.children.items()}
+    assert minimal_covering_subdag(dataflow, seeds) == tuple(
+        map(frozenset, covering_by_enumeration(children, seeds))
+    )
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_plan_is_the_covering_subdag_of_its_seeds(case: tuple[Dataflow, list[str]]) -> None:
+    """Every path between two seeds is inside, every vertex inside is on such a path."""
+    dataflow, targets = case
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, targets, pruning=pruning)
+        vertices, edges = covering_by_enumeration(pipelined_children(dataflow), plan.seeds)
+        assert (plan.operators, plan.edges) == (vertices, edges)
+        assert set(plan.targets) == set(targets) <= set(plan.seeds)
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_components_are_disjoint_connected_and_hold_a_target(
+    case: tuple[Dataflow, list[str]],
+) -> None:
+    dataflow, targets = case
+    order = dataflow.topological_order
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, targets, pruning=pruning)
+        seen: set[str] = set()
+        for component in plan.components:
+            members = set(component.operators)
+            assert not members & seen
+            seen |= members
+            assert component.targets and set(component.targets) <= set(targets)
+            assert list(component.operators) == sorted(members, key=order.index)
+            assert {s for s, t in component.edges} | {t for s, t in component.edges} <= members
+            assert set(component.heads) == members - {t for _, t in component.edges}
+            undirected = {m: set[str]() for m in members}
+            for s, t in component.edges:
+                undirected[s].add(t)
+                undirected[t].add(s)
+            assert (
+                reach({m: list(n) for m, n in undirected.items()}, component.operators[0])
+                == members
+            )
+        firsts = [order.index(c.operators[0]) for c in plan.components]
+        assert firsts == sorted(firsts)
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_plans_are_conflict_serializable(case: tuple[Dataflow, list[str]]) -> None:
+    """No one-to-many operator outside the MCS can split a record towards two target
+    operations, and no head can receive two tuples of one record (Lemma 6.3)."""
+    dataflow, targets = case
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, targets, pruning=pruning)
+        assert unsafe_splitters(dataflow, set(targets), plan.operators) == set()
+        assert heads_fed_twice(dataflow, plan) == set()
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_seeds_follow_alg3_and_pruning_only_shrinks(case: tuple[Dataflow, list[str]]) -> None:
+    dataflow, targets = case
+    children = pipelined_children(dataflow)
+    ancestors = {op.name: set[str]() for op in dataflow.operators}
+    for name in ancestors:
+        for descendant in reach(children, name) - {name}:
+            ancestors[descendant].add(name)
+    many = {op.name for op in dataflow.operators if op.one_to_many}
+    earliest = {a for t in targets for a in ancestors[t] & many if not ancestors[a] & many}
+    unpruned = plan_mcs(dataflow, targets, pruning=False)
+    assert set(unpruned.seeds) == set(targets) | earliest
+    assert unpruned.pruned == {}
+    pruned = plan_mcs(dataflow, targets)
+    assert pruned.operators <= unpruned.operators
+    assert pruned.edges <= unpruned.edges
+    considered = set().union(*(ancestors[t] for t in targets)) & many
+    assert set(pruned.seeds) <= set(targets) | considered
+    assert set(pruned.pruned) <= considered - set(pruned.seeds) - set(targets)
+    assert set(pruned.pruned.values()) <= {EDGE_WISE_ONE_TO_ONE, UNIQUENESS}
+
+
+@settings(max_examples=60, deadline=None)
+@given(planning_cases(max_operators=30))
+def test_plans_are_deterministic(case: tuple[Dataflow, list[str]]) -> None:
+    dataflow, targets = case
+    rebuilt = Dataflow(dataflow.operators, dataflow.edges)
+    for pruning in (True, False):
+        assert plan_mcs(dataflow, targets, pruning=pruning) == plan_mcs(
+            rebuilt, list(reversed(targets)), pruning=pruning
+        )
