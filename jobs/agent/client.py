@@ -1,0 +1,133 @@
+"""`AgentClient`: how the CLI and the operator talk to a job's agent.
+
+Connection failures are retried with exponential backoff (the agent may be restarting
+beside its driver); answers the agent gave on purpose (400/401/404/409/422) are not retried
+but raised as `AgentRejected` with the agent's `field: reason` errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+FINISHED_PHASES = frozenset({"Completed", "Failed"})
+
+
+class AgentUnreachable(Exception):  # noqa: N818 - the name is the condition
+    """No answer from the agent after every retry."""
+
+
+class AgentRejected(Exception):  # noqa: N818 - the name is the condition
+    """The agent answered with an error status; `errors` are its `{field, reason}` items."""
+
+    def __init__(self, status: int, errors: list[dict[str, str]], body: Any = None) -> None:
+        self.status = status
+        self.errors = errors
+        self.running_plan = body.get("runningPlan") if isinstance(body, dict) else None
+        lines = "; ".join(
+            f"{e.get('field')}: {e.get('reason')}" if e.get("field") else str(e.get("reason"))
+            for e in errors
+        )
+        super().__init__(f"agent answered {status}: {lines or body}")
+
+
+class AgentClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        retries: int = 5,
+        backoff_s: float = 0.1,
+        max_backoff_s: float = 2.0,
+        request_timeout_s: float = 10.0,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._retries, self._backoff_s, self._max_backoff_s = retries, backoff_s, max_backoff_s
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+        self._session = session
+        self._owns_session = session is None
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None and self._owns_session:
+            await self._session.close()
+        self._session = None
+
+    async def submit_plan(
+        self, name: str, spec: Mapping[str, Any], *, requested_at: float | None = None
+    ) -> dict[str, Any]:
+        """POST /v1/plans; the spec is the Reconfiguration spec's wire form."""
+        body = {"name": name, "spec": dict(spec), "requestedAt": requested_at or time.time()}
+        return await self._request("POST", "/v1/plans", body)
+
+    async def get_plan(self, plan_id: str) -> dict[str, Any]:
+        return await self._request("GET", f"/v1/plans/{plan_id}")
+
+    async def get_config(self) -> dict[str, Any]:
+        return await self._request("GET", "/v1/config")
+
+    async def get_topology(self) -> dict[str, Any]:
+        return await self._request("GET", "/v1/topology")
+
+    async def wait_for_completion(
+        self,
+        plan_id: str,
+        *,
+        timeout_s: float = 600.0,
+        poll_interval_s: float = 0.05,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Poll the plan until Completed or Failed; TimeoutError after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            plan = await self.get_plan(plan_id)
+            if on_progress is not None:
+                on_progress(plan)
+            if plan.get("phase") in FINISHED_PHASES:
+                return plan
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"plan {plan_id} still {plan.get('phase')} after {timeout_s}s")
+            await asyncio.sleep(poll_interval_s)
+
+    async def _request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        delay = self._backoff_s
+        for attempt in range(self._retries + 1):
+            try:
+                return await self._once(method, path, body)
+            except (aiohttp.ClientConnectionError, TimeoutError) as error:
+                if attempt == self._retries:
+                    raise AgentUnreachable(
+                        f"{method} {self.base_url}{path}: {error or type(error).__name__}"
+                    ) from error
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._max_backoff_s)
+        raise AssertionError("unreachable")
+
+    async def _once(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        async with self._session.request(
+            method, self.base_url + path, json=body, headers=self._headers
+        ) as response:
+            try:
+                document = await response.json(content_type=None)
+            except ValueError:
+                document = {"errors": [{"field": "", "reason": await response.text()}]}
+            if response.status >= 400:
+                errors = document.get("errors", []) if isinstance(document, dict) else []
+                raise AgentRejected(response.status, errors, document)
+            if not isinstance(document, dict):
+                raise AgentRejected(response.status, [], document)
+            return document

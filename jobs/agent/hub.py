@@ -1,0 +1,399 @@
+"""The agent's core: configuration versions, snapshots, waiters, workers, plans, batches.
+
+Everything runs on the aiohttp event loop, so the hub needs no locks; waiting is done on
+asyncio Events that are replaced at each publication (every long-poll waiting on the old
+one wakes at once, with one shared, pre-serialised body). State that must survive a restart
+lives in `DurableState` and is saved before anything that depends on it is published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from swivel.api.errors import FieldProblem
+from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.agent import plans
+from swivel.jobs.agent.metrics import AgentMetrics
+from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
+from swivel.jobs.agent.store import DurableState, StateStore
+from swivel.jobs.agent.submissions import (
+    Planner,
+    PlanRejected,
+    build_transition,
+    default_planner,
+    initial_operators,
+    parse_submission,
+    updated_operators,
+)
+from swivel.jobs.control.recording import record_update
+from swivel.jobs.control.snapshots import Snapshot
+
+
+@dataclass
+class Worker:
+    pid: int
+    operators: set[str] = field(default_factory=set)
+    last_seen: float = 0.0
+    watching: int = 0  # long-polls in flight: a worker blocked in one is alive
+
+
+class Hub:
+    def __init__(
+        self,
+        job: StreamJobSpec,
+        job_name: str,
+        *,
+        store: StateStore | None = None,
+        planner: Planner = default_planner,
+        clock: Callable[[], float] = time.time,
+        worker_ttl_s: float = 30.0,
+        plan_timeout_s: float = 600.0,
+        metrics: AgentMetrics | None = None,
+        schedule_dir: Path | None = None,
+    ) -> None:
+        self.job, self.job_name = job, job_name
+        self._store, self._planner, self._clock = store, planner, clock
+        self._worker_ttl_s, self._plan_timeout_s = worker_ttl_s, plan_timeout_s
+        self.metrics = metrics or AgentMetrics()
+        self._schedule_dir = schedule_dir
+        self.workers: dict[int, Worker] = {}
+        self.ready = False
+        self._last_started: int | None = None
+        self._retire_after_batch: int | None = None
+        self._state = (store.load() if store else None) or self._fresh_state()
+        self._snapshot_changed = asyncio.Event()
+        self._actions_changed = asyncio.Event()
+        self._resume_accepted_plan()
+        self._snapshot, self._snapshot_body = self._render()
+
+    def _fresh_state(self) -> DurableState:
+        operators = initial_operators(self.job)
+        return DurableState(
+            config_version=1,
+            operators=operators,
+            history={1: operators},
+            accepted_at={1: self._clock()},
+        )
+
+    def _resume_accepted_plan(self) -> None:
+        # Accepted = durable but maybe never published: publishing it again is harmless.
+        record = self.active_plan
+        if record is not None and record.phase is PlanPhase.ACCEPTED:
+            self._state.plans[record.id] = plans.move(record, PlanPhase.APPLYING)
+            self._save()
+
+    # -- snapshots and the watch channel ----------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def snapshot_body(self) -> bytes:
+        return self._snapshot_body
+
+    def _render(self) -> tuple[Snapshot, bytes]:
+        state = self._state
+        pinned_configs = {
+            cv: state.history[cv]
+            for cv in set(state.pinned_batches.values())
+            if cv != state.config_version and cv in state.history
+        }
+        snapshot = Snapshot(
+            config_version=state.config_version,
+            operators=state.operators,
+            revision=state.revision,
+            transition=state.transition,
+            pinned_batches=dict(state.pinned_batches),
+            pinned_configs=pinned_configs,
+        )
+        return snapshot, json.dumps(snapshot.to_json(), separators=(",", ":")).encode()
+
+    def _publish(self) -> None:
+        self._state.revision += 1
+        self._prune_history()
+        self._save()
+        self._snapshot, self._snapshot_body = self._render()
+        self.metrics.config_version.set(self._state.config_version)
+        woken, self._snapshot_changed = self._snapshot_changed, asyncio.Event()
+        woken.set()
+
+    async def watch(
+        self, since: int, pid: int | None, operators: Iterable[str], timeout: float
+    ) -> bytes | None:
+        """The snapshot body once its revision differs from `since`, else None on timeout."""
+        worker = self._register(pid, operators) if pid is not None else None
+        if worker is not None:
+            worker.watching += 1
+        try:
+            changed = self._snapshot_changed
+            if self._state.revision == since and timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout)
+            if self._state.revision == since:
+                return None
+            self.metrics.control_messages.inc()
+            return self._snapshot_body
+        finally:
+            if worker is not None:
+                worker.watching -= 1
+                worker.last_seen = self._clock()
+
+    def _register(self, pid: int, operators: Iterable[str]) -> Worker:
+        worker = self.workers.get(pid)
+        if worker is None:
+            worker = self.workers[pid] = Worker(pid)
+        worker.operators.update(op for op in operators if op)
+        worker.last_seen = self._clock()
+        return worker
+
+    def live_workers(self) -> list[Worker]:
+        horizon = self._clock() - self._worker_ttl_s
+        return [w for w in self.workers.values() if w.watching or w.last_seen >= horizon]
+
+    # -- plans ----------------------------------------------------------------------------
+
+    @property
+    def active_plan(self) -> PlanRecord | None:
+        plan_id = self._state.active_plan
+        return self._state.plans.get(plan_id) if plan_id else None
+
+    def plan(self, plan_id: str) -> PlanRecord | None:
+        return self._state.plans.get(plan_id)
+
+    def plan_document(self, record: PlanRecord) -> dict[str, Any]:
+        expected = self._expected(record) if record.phase is PlanPhase.APPLYING else frozenset()
+        return record.to_json(expected)
+
+    def submit(self, body: Any) -> PlanRecord:
+        """Accept a plan (durably, then publish it) or raise PlanRejected (400/409/422)."""
+        try:
+            submission = parse_submission(body, self.job, self.job_name)
+            self._refuse_while_busy()
+            plan = self._planner(self.job, submission.spec)
+        except PlanRejected:
+            self.metrics.plans.labels("rejected").inc()
+            raise
+        state, now = self._state, self._clock()
+        plan_id = f"{_slug(submission.name)}-{state.config_version + 1}"
+        new_operators = updated_operators(state.operators, submission.spec)
+        next_batch = 0 if self._last_started is None else self._last_started + 1
+        transition = build_transition(
+            plan_id=plan_id,
+            scheduler=submission.scheduler,
+            plan=plan,
+            current=state.operators,
+            spec=submission.spec,
+            from_config_version=state.config_version,
+            apply_from_batch=next_batch,
+        )
+        record = PlanRecord(
+            id=plan_id,
+            name=submission.name,
+            scheduler=submission.scheduler,
+            spec=submission.spec.to_manifest(),
+            plan=plan,
+            from_config_version=state.config_version,
+            to_config_version=state.config_version + 1,
+            targets={op: new_operators[op].version for op in submission.spec.targets},
+            timings=Timings(requested_at=submission.requested_at or now, accepted_at=now),
+        )
+        self._record_schedule_updates(record, state.operators)
+        state.config_version += 1
+        state.operators = new_operators
+        state.history[state.config_version] = new_operators
+        state.accepted_at[state.config_version] = now
+        state.transition, state.plans[plan_id], state.active_plan = transition, record, plan_id
+        if submission.scheduler == "restart":
+            self._add_action({"action": "restart", "configVersion": state.config_version})
+        self._save()  # durable: from here on an agent restart resumes this plan
+        state.plans[plan_id] = record = plans.move(record, PlanPhase.APPLYING)
+        self._publish()
+        self.metrics.plans.labels("accepted").inc()
+        return record
+
+    def _refuse_while_busy(self) -> None:
+        running = self.active_plan
+        if running is not None:
+            reason = f"plan {running.id} is {running.phase.value}; one plan at a time"
+            raise PlanRejected(409, [FieldProblem("", reason)], running_plan=running.id)
+        transition = self._state.transition
+        if transition is not None:
+            reason = (
+                f"plan {transition.id} completed; its transition ends with the current "
+                "micro-batch, retry in a moment"
+            )
+            raise PlanRejected(409, [FieldProblem("", reason)], running_plan=transition.id)
+
+    def _record_schedule_updates(self, record: PlanRecord, before: Mapping[str, Any]) -> None:
+        if self._schedule_dir is None:
+            return
+        for operator, version in record.targets.items():
+            record_update(
+                self._schedule_dir, operator, before[operator].version, version,
+                txn=record.to_config_version,
+            )  # fmt: skip
+
+    def _expected(self, record: PlanRecord) -> frozenset[plans.WorkerOperator]:
+        hosted = ((w.pid, op) for w in self.live_workers() for op in w.operators)
+        return plans.expected_workers(record, hosted)
+
+    # -- acknowledgements -----------------------------------------------------------------
+
+    def record_acks(self, acks: list[dict[str, Any]]) -> None:
+        """Acks from workers: registration, plan progress, maybe completion."""
+        record = self.active_plan
+        before = record
+        for ack in acks:
+            pid, operator = int(ack["pid"]), str(ack["operator"])
+            self._register(pid, (operator,))
+            self.metrics.acks.inc()
+            if record is not None:
+                at = float(ack.get("at") or self._clock())
+                batch = ack.get("batchId")
+                record = plans.record_switch(
+                    record,
+                    pid=pid,
+                    operator=operator,
+                    version=int(ack["version"]),
+                    at=at,
+                    batch_id=None if batch is None else int(batch),
+                )
+        if record is not None and record is not before:
+            self._state.plans[record.id] = record
+            self._save()
+        self.check_plan()
+
+    def check_plan(self) -> None:
+        """Complete the active plan when due, fail it when it timed out."""
+        record = self.active_plan
+        if record is None or record.phase is not PlanPhase.APPLYING:
+            return
+        now = self._clock()
+        expected = self._expected(record)
+        if plans.completion_due(record, expected):
+            done = plans.move(record, PlanPhase.COMPLETED, timings=_completed(record, now))
+            self._finish(done, "completed")
+            if done.delay_ms is not None:
+                self.metrics.delay.labels(done.scheduler).observe(done.delay_ms / 1000.0)
+        elif now - (record.timings.accepted_at or now) > self._plan_timeout_s:
+            waiting: list[Any] = sorted(expected - record.switched)
+            missing = waiting or sorted(set(record.targets) - {op for _, op in record.switched})
+            message = f"timed out after {self._plan_timeout_s:.0f}s waiting for {missing}"
+            failed = plans.move(
+                record, PlanPhase.FAILED, timings=_completed(record, now), message=message
+            )
+            self._finish(failed, "failed")
+
+    def _finish(self, record: PlanRecord, outcome: str) -> None:
+        self._state.plans[record.id] = record
+        self._state.active_plan = None
+        self.metrics.plans.labels(outcome).inc()
+        self._retire_after_batch = record.last_switch_batch
+        if record.last_switch_batch is None and self._last_started is None:
+            self._state.transition = None  # no driver: no batch to wait for
+            self._publish()
+        else:
+            self._save()
+
+    # -- the driver channel ---------------------------------------------------------------
+
+    def record_progress(self, event: Mapping[str, Any]) -> None:
+        """A micro-batch started or completed (driver runtime)."""
+        self.ready = True
+        batch, kind = int(event["batchId"]), str(event["event"])
+        self.metrics.batches.labels(kind).inc()
+        state = self._state
+        if kind == "started":
+            self._last_started = max(batch, self._last_started or batch)
+            recorded = state.batch_versions.get(batch)
+            if recorded is None:
+                state.remember_batch(batch, self._version_at(float(event.get("at") or 0)))
+                self._save()
+            elif recorded != state.config_version and batch not in state.pinned_batches:
+                state.pinned_batches[batch] = recorded  # a replay: run it as it first ran
+                self._publish()
+        elif kind == "completed":
+            changed = state.pinned_batches.pop(batch, None) is not None
+            if state.transition is not None and state.active_plan is None:
+                after = self._retire_after_batch
+                if after is None or batch >= after:
+                    state.transition, changed = None, True
+            if changed:
+                self._publish()
+
+    def _version_at(self, at: float) -> int:
+        """The configuration version in force at `at` (0/unknown time: the current one)."""
+        if not at:
+            return self._state.config_version
+        times = self._state.accepted_at
+        earlier = [cv for cv, accepted in times.items() if accepted <= at]
+        return max(earlier) if earlier else min(times)
+
+    def _add_action(self, action: dict[str, Any]) -> None:
+        actions = self._state.actions
+        actions.append({"seq": (actions[-1]["seq"] + 1) if actions else 1, **action})
+        del actions[:-100]
+        woken, self._actions_changed = self._actions_changed, asyncio.Event()
+        woken.set()
+
+    async def driver_actions(self, since: int, timeout: float) -> list[dict[str, Any]]:
+        def pending() -> list[dict[str, Any]]:
+            return [a for a in self._state.actions if a["seq"] > since]
+
+        if not pending() and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._actions_changed.wait(), timeout)
+        return pending()
+
+    # -- views and housekeeping -----------------------------------------------------------
+
+    def topology(self) -> dict[str, Any]:
+        operators = [
+            {
+                "name": op.name,
+                "kind": op.kind.value,
+                "inputs": [edge.from_ for edge in op.inputs],
+                "parallelism": op.parallelism,
+                "key": op.key,
+            }
+            for op in self.job.dataflow.operators
+        ]
+        workers = [
+            {"pid": w.pid, "operators": sorted(w.operators), "lastSeen": w.last_seen}
+            for w in self.live_workers()
+        ]
+        return {"job": self.job_name, "bins": self.job.dataflow.bins, "operators": operators,
+                "workers": workers}  # fmt: skip
+
+    def tick(self) -> None:
+        """Periodic: forget dead workers, re-check the plan (a dead worker may unblock it)."""
+        self.metrics.workers.set(len(self.live_workers()))
+        self.check_plan()
+
+    def _prune_history(self) -> None:
+        state = self._state
+        keep = {state.config_version, *state.batch_versions.values()}
+        if state.transition is not None:
+            keep.add(state.transition.from_config_version)
+        state.history = {cv: ops for cv, ops in state.history.items() if cv in keep}
+
+    def _save(self) -> None:
+        if self._store is not None:
+            self._store.save(self._state)
+
+
+def _completed(record: PlanRecord, now: float) -> Timings:
+    return replace(record.timings, completed_at=now)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:50] or "plan"

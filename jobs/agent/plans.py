@@ -1,0 +1,230 @@
+"""A plan's lifecycle in the agent, as an explicit state machine over immutable records.
+
+    Accepted -> Applying -> Completed
+         \\          \\----> Failed
+          \\--------------> Failed
+
+A plan is *Accepted* once it is durable (written under the state directory) and *Applying*
+once its snapshot is published. It *Completes* when every registered worker process that
+hosts a target operator has acknowledged the new function version (non-head operators of a
+Fries component acknowledge when they first process a record tagged with the new version)
+and every target operator has been acknowledged at least once. Delay = last switch -
+acceptance, the figure the benchmark reports.
+
+Every function here is pure: the hub decides when, these decide what.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+
+class PlanPhase(enum.StrEnum):
+    ACCEPTED = "Accepted"
+    APPLYING = "Applying"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (PlanPhase.COMPLETED, PlanPhase.FAILED)
+
+
+ALLOWED_TRANSITIONS: Mapping[PlanPhase, frozenset[PlanPhase]] = {
+    PlanPhase.ACCEPTED: frozenset({PlanPhase.APPLYING, PlanPhase.FAILED}),
+    PlanPhase.APPLYING: frozenset({PlanPhase.COMPLETED, PlanPhase.FAILED}),
+    PlanPhase.COMPLETED: frozenset(),
+    PlanPhase.FAILED: frozenset(),
+}
+
+
+class IllegalTransitionError(ValueError):
+    pass
+
+
+WorkerOperator = tuple[int, str]  # (pid, operator)
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Epoch seconds; the JSON form is RFC 3339 (what the Reconfiguration status holds)."""
+
+    requested_at: float | None = None
+    accepted_at: float | None = None
+    first_switch_at: float | None = None
+    last_switch_at: float | None = None
+    completed_at: float | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "requestedAt": _iso(self.requested_at),
+            "acceptedAt": _iso(self.accepted_at),
+            "firstSwitchAt": _iso(self.first_switch_at),
+            "lastSwitchAt": _iso(self.last_switch_at),
+            "completedAt": _iso(self.completed_at),
+        }
+
+
+def _iso(at: float | None) -> str | None:
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    id: str
+    name: str
+    scheduler: str
+    spec: Mapping[str, Any]
+    plan: Mapping[str, Any]
+    from_config_version: int
+    to_config_version: int
+    targets: Mapping[str, int]  # operator -> the function version it switches to
+    phase: PlanPhase = PlanPhase.ACCEPTED
+    timings: Timings = Timings()
+    switched: frozenset[WorkerOperator] = frozenset()
+    last_switch_batch: int | None = None
+    message: str = ""
+
+    @property
+    def delay_ms(self) -> float | None:
+        t = self.timings
+        if t.accepted_at is None or t.last_switch_at is None or self.phase != PlanPhase.COMPLETED:
+            return None
+        return max(0.0, (t.last_switch_at - t.accepted_at) * 1000.0)
+
+    def to_json(self, expected: frozenset[WorkerOperator] = frozenset()) -> dict[str, Any]:
+        """The `GET /v1/plans/{id}` document; `expected` = the pairs that must switch."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "phase": self.phase.value,
+            "scheduler": self.scheduler,
+            "configVersion": self.to_config_version,
+            "plan": dict(self.plan),
+            "timings": self.timings.to_json(),
+            "delayMs": self.delay_ms,
+            "progress": progress(self, expected),
+            "message": self.message,
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        """The durable form (store.py); epoch seconds, nothing derived."""
+        t = self.timings
+        return {
+            "id": self.id,
+            "name": self.name,
+            "scheduler": self.scheduler,
+            "spec": dict(self.spec),
+            "plan": dict(self.plan),
+            "fromConfigVersion": self.from_config_version,
+            "toConfigVersion": self.to_config_version,
+            "targets": dict(self.targets),
+            "phase": self.phase.value,
+            "timings": [
+                t.requested_at,
+                t.accepted_at,
+                t.first_switch_at,
+                t.last_switch_at,
+                t.completed_at,
+            ],
+            "switched": sorted([pid, op] for pid, op in self.switched),
+            "lastSwitchBatch": self.last_switch_batch,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_state(cls, data: Mapping[str, Any]) -> PlanRecord:
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            scheduler=data["scheduler"],
+            spec=data["spec"],
+            plan=data["plan"],
+            from_config_version=int(data["fromConfigVersion"]),
+            to_config_version=int(data["toConfigVersion"]),
+            targets={k: int(v) for k, v in data["targets"].items()},
+            phase=PlanPhase(data["phase"]),
+            timings=Timings(*data["timings"]),
+            switched=frozenset((int(pid), str(op)) for pid, op in data["switched"]),
+            last_switch_batch=data.get("lastSwitchBatch"),
+            message=data.get("message", ""),
+        )
+
+
+def move(record: PlanRecord, phase: PlanPhase, **changes: Any) -> PlanRecord:
+    """The only way a record changes phase; refuses what the diagram above does not allow."""
+    if phase not in ALLOWED_TRANSITIONS[record.phase]:
+        raise IllegalTransitionError(f"plan {record.id}: {record.phase.value} -> {phase.value}")
+    return replace(record, phase=phase, **changes)
+
+
+def record_switch(
+    record: PlanRecord,
+    *,
+    pid: int,
+    operator: str,
+    version: int,
+    at: float,
+    batch_id: int | None,
+) -> PlanRecord:
+    """Note that worker `pid` ran `operator` at `version`; unchanged if it is not a switch."""
+    wanted = record.targets.get(operator)
+    key = (pid, operator)
+    if record.phase != PlanPhase.APPLYING or wanted is None or version < wanted:
+        return record
+    if key in record.switched:
+        return record
+    t = record.timings
+    # Worker clocks may trail the agent's a little; a switch cannot precede acceptance.
+    at = max(at, t.accepted_at or at)
+    timings = replace(
+        t,
+        first_switch_at=at if t.first_switch_at is None else min(t.first_switch_at, at),
+        last_switch_at=at if t.last_switch_at is None else max(t.last_switch_at, at),
+    )
+    last_batch = record.last_switch_batch
+    if batch_id is not None:
+        last_batch = batch_id if last_batch is None else max(last_batch, batch_id)
+    return replace(
+        record, switched=record.switched | {key}, timings=timings, last_switch_batch=last_batch
+    )
+
+
+def expected_workers(
+    record: PlanRecord, hosted: Iterable[WorkerOperator]
+) -> frozenset[WorkerOperator]:
+    """The (pid, operator) pairs that must switch: live workers hosting a target."""
+    return frozenset(pair for pair in hosted if pair[1] in record.targets)
+
+
+def completion_due(record: PlanRecord, expected: frozenset[WorkerOperator]) -> bool:
+    if record.phase != PlanPhase.APPLYING:
+        return False
+    acked_operators = {op for _, op in record.switched}
+    return set(record.targets) <= acked_operators and expected <= record.switched
+
+
+def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[str, Any]:
+    """Workers (pids) switched / total, and the same per target operator."""
+    pairs = expected | record.switched
+    pids = {pid for pid, _ in pairs}
+    switched_pids = {pid for pid in pids if all(p in record.switched for p in pairs if p[0] == pid)}
+    operators = {
+        op: {
+            "version": version,
+            "switched": sum(1 for _, o in record.switched if o == op),
+            "total": sum(1 for _, o in pairs if o == op),
+        }
+        for op, version in record.targets.items()
+    }
+    return {
+        "workersSwitched": len(switched_pids),
+        "workersTotal": len(pids),
+        "operators": operators,
+    }

@@ -1,0 +1,116 @@
+"""The agent's durable state: what must survive an agent or driver restart.
+
+A reconfiguration is durable once the agent has accepted it (Fries §7.3), so acceptance
+writes here before the snapshot is published. Kept: the current configuration and its
+version, the configurations a replayed batch may still need, the running transition, every
+plan record, the configuration version in force when each recent batch first started, and
+the driver actions. One JSON document, replaced atomically (temp file, fsync, os.replace):
+a crash leaves the old state or the new one, never half of each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swivel.jobs.agent.plans import PlanRecord
+from swivel.jobs.control.snapshots import OperatorConfig, Transition, operators_to_json
+
+ENV_STATE_DIR = "SWIVEL_AGENT_STATE_DIR"
+STATE_FILE = "agent-state.json"
+FORMAT = 1
+KEPT_BATCHES = 256  # replays re-run the last batch or two; keep a generous window
+
+
+@dataclass
+class DurableState:
+    """Mutable, owned by the hub; everything the agent must not forget."""
+
+    config_version: int
+    operators: dict[str, OperatorConfig]
+    revision: int = 1
+    history: dict[int, dict[str, OperatorConfig]] = field(default_factory=dict)
+    accepted_at: dict[int, float] = field(default_factory=dict)  # config version -> time
+    transition: Transition | None = None
+    plans: dict[str, PlanRecord] = field(default_factory=dict)
+    active_plan: str | None = None
+    batch_versions: dict[int, int] = field(default_factory=dict)  # batch id -> config version
+    pinned_batches: dict[int, int] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+    def remember_batch(self, batch_id: int, config_version: int) -> None:
+        self.batch_versions[batch_id] = config_version
+        for old in sorted(self.batch_versions)[:-KEPT_BATCHES]:
+            del self.batch_versions[old]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "configVersion": self.config_version,
+            "revision": self.revision,
+            "operators": operators_to_json(self.operators),
+            "history": {str(cv): operators_to_json(ops) for cv, ops in self.history.items()},
+            "acceptedAt": {str(cv): at for cv, at in self.accepted_at.items()},
+            "transition": None if self.transition is None else self.transition.to_json(),
+            "plans": [plan.to_state() for plan in self.plans.values()],
+            "activePlan": self.active_plan,
+            "batchVersions": {str(b): cv for b, cv in self.batch_versions.items()},
+            "pinnedBatches": {str(b): cv for b, cv in self.pinned_batches.items()},
+            "actions": self.actions,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DurableState:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"unknown agent state format {data.get('format')!r}")
+        transition = data.get("transition")
+        return cls(
+            config_version=int(data["configVersion"]),
+            revision=int(data["revision"]),
+            operators=_operators(data["operators"]),
+            history={int(cv): _operators(ops) for cv, ops in data["history"].items()},
+            accepted_at={int(cv): float(at) for cv, at in data["acceptedAt"].items()},
+            transition=None if transition is None else Transition.from_json(transition),
+            plans={p["id"]: PlanRecord.from_state(p) for p in data["plans"]},
+            active_plan=data.get("activePlan"),
+            batch_versions={int(b): int(cv) for b, cv in data["batchVersions"].items()},
+            pinned_batches={int(b): int(cv) for b, cv in data["pinnedBatches"].items()},
+            actions=list(data["actions"]),
+        )
+
+
+def _operators(data: dict[str, Any]) -> dict[str, OperatorConfig]:
+    return {name: OperatorConfig.from_json(config) for name, config in data.items()}
+
+
+class StateStore:
+    """Reads and atomically replaces the state document in one directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / STATE_FILE
+
+    def load(self) -> DurableState | None:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        return DurableState.from_json(json.loads(text))
+
+    def save(self, state: DurableState) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps(state.to_json(), separators=(",", ":")).encode()
+        fd, temp = tempfile.mkstemp(prefix=".agent-state-", dir=self.directory)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(payload)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise

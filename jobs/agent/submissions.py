@@ -1,0 +1,147 @@
+"""From a `POST /v1/plans` body to what the hub publishes, refusing bad input early.
+
+Three outcomes for bad input, all before anything touches the running job: 400 when the
+body is not a well-formed Reconfiguration (`{"errors": [{"field", "reason"}]}`), 422 when it
+is well formed but names something the job does not have, and 409 (decided by the hub) when
+another plan is in flight. Planning is `swivel.controllers.planning`, injected so tests can
+substitute a small planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from swivel.api.errors import FieldProblem, SpecError, problems_from
+from swivel.api.reconfiguration import ReconfigurationSpec, validate_against_job
+from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
+
+Planner = Callable[[StreamJobSpec, ReconfigurationSpec], Mapping[str, Any]]
+SCHEDULER_OVERRIDES = ("naive",)  # benchmark only: no MCS, every target on its own
+
+
+class PlanRejected(Exception):  # noqa: N818 - reads as the outcome, like AgentRejected
+    """A refused submission: the HTTP status and one problem per field."""
+
+    def __init__(
+        self, status: int, problems: Sequence[FieldProblem], running_plan: str | None = None
+    ) -> None:
+        self.status = status
+        self.problems = tuple(problems)
+        self.running_plan = running_plan
+        super().__init__("; ".join(str(p) for p in self.problems))
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "errors": [{"field": p.field, "reason": p.reason} for p in self.problems]
+        }
+        if self.running_plan is not None:
+            body["runningPlan"] = self.running_plan
+        return body
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str
+    spec: ReconfigurationSpec
+    scheduler: str
+    requested_at: float | None
+
+
+def default_planner(job: StreamJobSpec, spec: ReconfigurationSpec) -> Mapping[str, Any]:
+    from swivel.controllers.planning import plan_reconfiguration
+
+    return plan_reconfiguration(job, spec).to_dict()
+
+
+def parse_submission(body: Any, job: StreamJobSpec, job_name: str) -> Submission:
+    """Validate the body (400) and check it against the job (422)."""
+    if not isinstance(body, dict):
+        raise PlanRejected(400, [FieldProblem("body", "expected a JSON object {name, spec}")])
+    problems: list[FieldProblem] = []
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        problems.append(FieldProblem("name", "required: a non-empty string"))
+    override = body.get("schedulerOverride")
+    if override is not None and override not in SCHEDULER_OVERRIDES:
+        problems.append(FieldProblem("schedulerOverride", f"one of {list(SCHEDULER_OVERRIDES)}"))
+    requested_at = body.get("requestedAt")
+    if requested_at is not None and not isinstance(requested_at, int | float):
+        problems.append(FieldProblem("requestedAt", "epoch seconds (a number)"))
+    try:
+        spec = ReconfigurationSpec.model_validate(body.get("spec"))
+    except ValidationError as error:
+        problems += problems_from(error, prefix="spec")
+    if problems:
+        raise PlanRejected(400, problems)
+    assert isinstance(name, str)
+    try:
+        validate_against_job(spec, job)
+    except SpecError as error:
+        raise PlanRejected(422, error.problems) from None
+    unprocessable = []
+    if spec.job_ref.name != job_name:
+        unprocessable.append(FieldProblem("spec.jobRef.name", f"this agent runs job {job_name!r}"))
+    if spec.rescale or spec.moves:
+        unprocessable.append(
+            FieldProblem("spec", "rescale and moves are not carried out by this agent yet")
+        )
+    if unprocessable:
+        raise PlanRejected(422, unprocessable)
+    scheduler = override or spec.scheduler.value
+    return Submission(name, spec, scheduler, None if requested_at is None else float(requested_at))
+
+
+def initial_operators(job: StreamJobSpec) -> dict[str, OperatorConfig]:
+    """Every operator at function version 1, as the job starts."""
+    return {
+        op.name: OperatorConfig(function=op.function, version=1, params=dict(op.params))
+        for op in job.dataflow.operators
+    }
+
+
+def updated_operators(
+    current: Mapping[str, OperatorConfig], spec: ReconfigurationSpec
+) -> dict[str, OperatorConfig]:
+    """Each target one function version up; params are replaced, the function kept if omitted."""
+    operators = dict(current)
+    for update in spec.function_updates:
+        old = current[update.operator]
+        operators[update.operator] = OperatorConfig(
+            function=update.function or old.function,
+            version=old.version + 1,
+            params=dict(update.params),
+            state_transform=update.state_transform,
+        )
+    return operators
+
+
+def build_transition(
+    *,
+    plan_id: str,
+    scheduler: str,
+    plan: Mapping[str, Any],
+    current: Mapping[str, OperatorConfig],
+    spec: ReconfigurationSpec,
+    from_config_version: int,
+    apply_from_batch: int | None,
+) -> Transition:
+    components: tuple[Component, ...] = ()
+    if scheduler == "fries":
+        components = tuple(
+            Component(id=index, heads=tuple(c["heads"]), operators=tuple(c["operators"]))
+            for index, c in enumerate(plan.get("components", ()))
+        )
+    return Transition(
+        id=plan_id,
+        scheduler=scheduler,
+        from_config_version=from_config_version,
+        to_config_version=from_config_version + 1,
+        previous={op: current[op] for op in spec.targets},
+        components=components,
+        apply_from_batch=apply_from_batch if scheduler == "epoch" else None,
+    )

@@ -1,0 +1,301 @@
+"""The control client inside every PySpark Python worker: snapshots in, acks out.
+
+PySpark forks Python workers from one daemon and reuses them across tasks, so the client is
+a module-level singleton started lazily on first use in each process and guarded by
+`os.getpid()`: a forked child never shares its parent's threads or sockets. It never blocks
+the data path: `current()` reads the newest snapshot from memory; a daemon thread
+long-polls the agent (`GET /v1/control/watch`) and another posts batched acknowledgements
+(`POST /v1/control/acks`). Only the first call in a process fetches synchronously, with a
+short timeout, so a freshly forked worker never starts on a stale configuration.
+
+Standard library only: every Python worker imports this module.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from swivel.jobs.control.snapshots import Snapshot
+
+ENV_URL = "SWIVEL_AGENT_URL"
+ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
+WATCH_TIMEOUT_S = 20.0
+FIRST_FETCH_TIMEOUT_S = 0.5
+ACK_WINDOW_S = 0.002  # gather acks from the Arrow batches of one check before posting
+MAX_BACKOFF_S = 2.0
+MAX_QUEUED_ACKS = 10_000
+
+log = logging.getLogger(__name__)
+
+
+class _Connection:
+    """One keep-alive HTTP connection to the agent, reopened after any failure."""
+
+    def __init__(self, base_url: str, token: str | None) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme != "http" or not parsed.hostname:
+            raise ValueError(f"{ENV_URL} must be http://host:port, got {base_url!r}")
+        self._host = parsed.hostname
+        self._port = parsed.port or 80
+        self._prefix = parsed.path.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._conn: http.client.HTTPConnection | None = None
+
+    def request(
+        self, method: str, path: str, timeout: float, body: Any = None
+    ) -> tuple[int, bytes]:
+        headers = dict(self._headers)
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            else:
+                self._conn.timeout = timeout
+                if self._conn.sock is not None:
+                    self._conn.sock.settimeout(timeout)
+            self._conn.request(method, self._prefix + path, body=payload, headers=headers)
+            response = self._conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException):
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class ControlClient:
+    """Receives snapshots and sends acks for one worker process."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        pid: int | None = None,
+        watch_timeout_s: float = WATCH_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base_url = base_url
+        self.pid = os.getpid() if pid is None else pid
+        self._token = token
+        self._watch_timeout_s = watch_timeout_s
+        self._clock = clock
+        self._snapshot: Snapshot | None = None
+        self.received_at = 0.0  # clock() when the newest snapshot arrived (measurements)
+        self._changed = threading.Condition()
+        self._operators: set[str] = set()
+        self._acks: list[dict[str, Any]] = []
+        self._acked: set[tuple[str, int, int]] = set()
+        self._ack_ready = threading.Condition()
+        self._stopped = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- the data path: cheap, never blocks on the network ---------------------------------
+
+    def current(self) -> Snapshot | None:
+        return self._snapshot
+
+    def register(self, operator: str) -> None:
+        """Say this process hosts `operator`; sent with the next watch call."""
+        if operator not in self._operators:
+            self._operators = self._operators | {operator}
+
+    def ack(
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None = None,
+        batch_id: int | None = None,
+    ) -> None:
+        """Queue 'this process first ran `operator` at `version`'; duplicates are dropped."""
+        key = (operator, version, config_version)
+        if key in self._acked:
+            return
+        self.register(operator)
+        entry = {
+            "pid": self.pid,
+            "operator": operator,
+            "version": version,
+            "configVersion": config_version,
+            "partition": partition,
+            "batchId": batch_id,
+            "at": self._clock(),
+        }
+        with self._ack_ready:
+            self._acked.add(key)
+            if len(self._acks) < MAX_QUEUED_ACKS:
+                self._acks.append(entry)
+            self._ack_ready.notify()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, first_fetch_timeout_s: float = FIRST_FETCH_TIMEOUT_S) -> None:
+        """Fetch once synchronously (bounded), then run the watch and ack threads."""
+        try:
+            self._watch_once(_Connection(self.base_url, self._token), first_fetch_timeout_s, 0)
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            log.debug("first snapshot fetch failed: %s", error)
+        for name, target in (("watch", self._watch_loop), ("acks", self._ack_loop)):
+            thread = threading.Thread(target=target, name=f"swivel-control-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """For tests and clean shutdowns; workers simply exit."""
+        self._stopped.set()
+        with self._ack_ready:
+            self._ack_ready.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def wait_for_revision(self, revision: int, timeout: float) -> Snapshot | None:
+        """Block until a snapshot at `revision` or later arrived (tests, the driver)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._snapshot is None or self._snapshot.revision < revision:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+            return self._snapshot
+
+    # -- background threads ---------------------------------------------------------------
+
+    def _watch_once(self, connection: _Connection, timeout_s: float, wait_s: float) -> None:
+        since = self._snapshot.revision if self._snapshot is not None else 0
+        query = urllib.parse.urlencode(
+            {
+                "since": since,
+                "pid": self.pid,
+                "operators": ",".join(sorted(self._operators)),
+                "timeout": wait_s,
+            }
+        )
+        status, body = connection.request("GET", f"/v1/control/watch?{query}", timeout_s)
+        if status == 200:
+            snapshot = Snapshot.from_json(json.loads(body))
+            with self._changed:
+                self._snapshot = snapshot
+                self.received_at = self._clock()
+                self._changed.notify_all()
+        elif status != 304:
+            raise OSError(f"watch answered {status}: {body[:200]!r}")
+
+    def _watch_loop(self) -> None:
+        connection = _Connection(self.base_url, self._token)
+        backoff = 0.05
+        while not self._stopped.is_set():
+            try:
+                wait = self._watch_timeout_s
+                self._watch_once(connection, wait + 5.0, wait)
+                backoff = 0.05
+            except (OSError, http.client.HTTPException, ValueError) as error:
+                log.debug("watch failed, retrying in %.2fs: %s", backoff, error)
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        connection.close()
+
+    def _ack_loop(self) -> None:
+        connection = _Connection(self.base_url, self._token)
+        backoff = 0.05
+        while not self._stopped.is_set():
+            with self._ack_ready:
+                while not self._acks and not self._stopped.is_set():
+                    self._ack_ready.wait()
+            self._stopped.wait(ACK_WINDOW_S)
+            with self._ack_ready:
+                batch, self._acks = self._acks, []
+            if not batch:
+                continue
+            try:
+                status, body = connection.request("POST", "/v1/control/acks", 5.0, batch)
+                if status >= 300:
+                    raise OSError(f"acks answered {status}: {body[:200]!r}")
+                backoff = 0.05
+            except (OSError, http.client.HTTPException) as error:
+                log.debug("ack post failed, retrying in %.2fs: %s", backoff, error)
+                with self._ack_ready:
+                    self._acks = (batch + self._acks)[:MAX_QUEUED_ACKS]
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        connection.close()
+
+
+# -- the per-process singleton ---------------------------------------------------------------
+
+_client: ControlClient | None = None
+_client_pid: int | None = None
+_lock = threading.Lock()
+
+
+def _forget_parent_client() -> None:
+    # The parent's threads do not exist in the child, and its lock may have been held
+    # at fork time: start from nothing.
+    global _client, _client_pid, _lock
+    _client, _client_pid, _lock = None, None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_parent_client)
+
+
+def get_client() -> ControlClient | None:
+    """This process's client, started on first use; None when no agent is configured."""
+    global _client, _client_pid
+    pid = os.getpid()
+    if _client_pid == pid:
+        return _client
+    with _lock:
+        if _client_pid != pid:
+            url = os.environ.get(ENV_URL)
+            client = None
+            if url:
+                client = ControlClient(url, os.environ.get(ENV_TOKEN), pid=pid)
+                client.start()
+            _client, _client_pid = client, pid
+    return _client
+
+
+def current(operator: str | None = None) -> Snapshot | None:
+    """The newest snapshot this process has seen (None without an agent)."""
+    client = get_client()
+    if client is None:
+        return None
+    if operator is not None:
+        client.register(operator)
+    return client.current()
+
+
+def ack(
+    operator: str,
+    version: int,
+    config_version: int,
+    partition: int | None = None,
+    batch_id: int | None = None,
+) -> None:
+    client = get_client()
+    if client is not None:
+        client.ack(operator, version, config_version, partition, batch_id)
+
+
+def reset() -> None:
+    """Stop and forget this process's client (tests; a job restarting in-process)."""
+    global _client, _client_pid
+    with _lock:
+        if _client is not None and _client_pid == os.getpid():
+            _client.stop()
+        _client, _client_pid = None, None

@@ -1,0 +1,151 @@
+"""A real agent (hub + aiohttp app) on 127.0.0.1, served from a background event loop.
+
+Tests talk to it over HTTP only, like workers, the driver and the CLI do; worker-like
+clients are the real `swivel.jobs.control.client.ControlClient` in threads or processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from swivel.api.manifests import load_streamjob
+from swivel.api.streamjob import StreamJob
+from swivel.jobs.agent.app import create_app
+from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.store import StateStore
+
+ROOT = Path(__file__).resolve().parents[3]
+JOB_PATH = ROOT / "examples" / "fraud-detection" / "streamjob.yaml"
+TOKEN = "test-token-7f3a"
+
+
+class AgentServer:
+    """One agent on its own loop thread; `stop()` then a new one on the same port = restart."""
+
+    def __init__(self, job: StreamJob, state_dir: Path, port: int = 0, **hub_options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.hub: Hub = self._run(self._make_hub(job, state_dir, hub_options))
+        self._runner = web.AppRunner(create_app(self.hub, TOKEN), access_log=None)
+        self._run(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        self._run(site.start())
+        server = site._server
+        assert server is not None and server.sockets
+        self.port = server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def _make_hub(self, job: StreamJob, state_dir: Path, options: dict[str, Any]) -> Hub:
+        return Hub(job.spec, job.name, store=StateStore(state_dir), **options)
+
+    def _run(self, coroutine: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(timeout=10)
+
+    def call(self, function: Any, *args: Any) -> Any:
+        """Run a plain function on the agent's loop (to read hub state without races)."""
+
+        async def run() -> Any:
+            return function(*args)
+
+        return self._run(run())
+
+    def stop(self) -> None:
+        self._run(self._runner.cleanup())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+
+def http(
+    url: str,
+    method: str = "GET",
+    body: Any = None,
+    token: str | None = TOKEN,
+    raw: bytes | None = None,
+) -> tuple[int, Any, dict[str, str]]:
+    """(status, parsed JSON body or text, headers) of one request."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(url, data=data, method=method)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            status, payload, headers = response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        status, payload, headers = error.code, error.read(), dict(error.headers)
+    try:
+        return status, json.loads(payload), headers
+    except ValueError:
+        return status, payload.decode(), headers
+
+
+def swap_model_body(name: str = "swap-model", scheduler: str = "fries") -> dict[str, Any]:
+    return {
+        "name": name,
+        "spec": {
+            "jobRef": {"name": "fraud-detection"},
+            "scheduler": scheduler,
+            "functionUpdates": [
+                {
+                    "operator": "customer-detector",
+                    "function": "swivel.jobs.examples.fraud:customer_model",
+                    "params": {"model": "cheap"},
+                },
+                {"operator": "combine", "params": {"rule": "both"}},
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="session")
+def job() -> StreamJob:
+    return load_streamjob(JOB_PATH)
+
+
+@pytest.fixture
+def agent(job: StreamJob, tmp_path: Path) -> Iterator[AgentServer]:
+    server = AgentServer(job, tmp_path / "state")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def call() -> Any:
+    """`call(url, method, body, token)` -> (status, body, headers)."""
+    return http
+
+
+@pytest.fixture
+def swap_model() -> Any:
+    return swap_model_body
+
+
+@pytest.fixture
+def start_agent(job: StreamJob, tmp_path: Path) -> Iterator[Any]:
+    """Start agents on demand (same state dir by default); every one is stopped at the end."""
+    started: list[AgentServer] = []
+
+    def start(port: int = 0, **options: Any) -> AgentServer:
+        server = AgentServer(job, tmp_path / "state", port, **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server._thread.is_alive():
+            server.stop()
