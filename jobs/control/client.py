@@ -13,10 +13,12 @@ Standard library only: every Python worker imports this module.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -76,6 +78,14 @@ class _Connection:
             self._conn.close()
             self._conn = None
 
+    def abort(self) -> None:
+        """From another thread: wake a request blocked in a long-poll."""
+        conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
 
 class ControlClient:
     """Receives snapshots and sends acks for one worker process."""
@@ -103,6 +113,7 @@ class ControlClient:
         self._ack_ready = threading.Condition()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._watch_connection: _Connection | None = None
 
     # -- the data path: cheap, never blocks on the network ---------------------------------
 
@@ -146,10 +157,13 @@ class ControlClient:
 
     def start(self, first_fetch_timeout_s: float = FIRST_FETCH_TIMEOUT_S) -> None:
         """Fetch once synchronously (bounded), then run the watch and ack threads."""
+        connection = _Connection(self.base_url, self._token)
         try:
-            self._watch_once(_Connection(self.base_url, self._token), first_fetch_timeout_s, 0)
+            self._watch_once(connection, first_fetch_timeout_s, 0)
         except (OSError, http.client.HTTPException, ValueError) as error:
             log.debug("first snapshot fetch failed: %s", error)
+        finally:
+            connection.close()
         for name, target in (("watch", self._watch_loop), ("acks", self._ack_loop)):
             thread = threading.Thread(target=target, name=f"swivel-control-{name}", daemon=True)
             thread.start()
@@ -158,6 +172,8 @@ class ControlClient:
     def stop(self, timeout: float = 1.0) -> None:
         """For tests and clean shutdowns; workers simply exit."""
         self._stopped.set()
+        if self._watch_connection is not None:
+            self._watch_connection.abort()
         with self._ack_ready:
             self._ack_ready.notify_all()
         for thread in self._threads:
@@ -197,7 +213,7 @@ class ControlClient:
             raise OSError(f"watch answered {status}: {body[:200]!r}")
 
     def _watch_loop(self) -> None:
-        connection = _Connection(self.base_url, self._token)
+        connection = self._watch_connection = _Connection(self.base_url, self._token)
         backoff = 0.05
         while not self._stopped.is_set():
             try:

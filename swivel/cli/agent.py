@@ -56,4 +56,11 @@ def command(
         raise click.ClickException(str(error)) from None
     hub = Hub(job.spec, job.name, store=StateStore(state_dir), schedule_dir=schedule_dir)
     click.echo(f"swivel agent for {job.name} on http://{host}:{port} (state in {state_dir})")
-    web.run_app(create_app(hub, token), host=host, port=port, print=None, access_log=None)
+    web.run_app(
+        create_app(hub, token),
+        host=host,
+        port=port,
+        print=None,
+        access_log=None,
+        shutdown_timeout=1.0,
+    )

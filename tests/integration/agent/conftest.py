@@ -38,7 +38,9 @@ class AgentServer:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self.hub: Hub = self._run(self._make_hub(job, state_dir, hub_options))
-        self._runner = web.AppRunner(create_app(self.hub, TOKEN), access_log=None)
+        self._runner = web.AppRunner(
+            create_app(self.hub, TOKEN), access_log=None, shutdown_timeout=0.5
+        )
         self._run(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         self._run(site.start())

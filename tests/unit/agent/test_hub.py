@@ -1,0 +1,109 @@
+"""The hub's rules with time injected: replays pinned, late workers, timeouts, durability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swivel.api.manifests import load_streamjob
+from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.store import StateStore
+from swivel.jobs.agent.submissions import PlanRejected
+
+JOB = load_streamjob(
+    Path(__file__).resolve().parents[3] / "examples/fraud-detection/streamjob.yaml"
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def body(scheduler: str = "fries") -> dict[str, Any]:
+    return {
+        "name": "swap",
+        "spec": {
+            "jobRef": {"name": "fraud-detection"},
+            "scheduler": scheduler,
+            "functionUpdates": [{"operator": "customer-detector", "params": {"model": "cheap"}}],
+        },
+    }
+
+
+def hub(tmp_path: Path, clock: Clock, **options: Any) -> Hub:
+    return Hub(JOB.spec, JOB.name, store=StateStore(tmp_path), clock=clock, **options)
+
+
+def test_a_replayed_batch_is_pinned_to_the_version_it_first_ran_under(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent.record_progress({"batchId": 5, "event": "started", "at": clock.now - 0.1})
+    clock.now += 1
+    agent.submit(body())
+    agent.record_progress({"batchId": 6, "event": "started", "at": clock.now - 5})  # sent late
+    assert agent.snapshot.pinned_batches == {}
+    # The driver restarted: batch 5 runs again and must see configuration 1 throughout.
+    restarted = hub(tmp_path, clock)
+    restarted.record_progress({"batchId": 5, "event": "started", "at": clock.now})
+    restarted.record_progress({"batchId": 6, "event": "started", "at": clock.now})
+    snapshot = restarted.snapshot
+    assert snapshot.pinned_batches == {5: 1, 6: 1}
+    assert snapshot.pinned_configs[1]["customer-detector"].version == 1
+    restarted.record_progress({"batchId": 5, "event": "completed"})
+    assert restarted.snapshot.pinned_batches == {6: 1}
+
+
+def test_a_silent_worker_ages_out_and_the_plan_completes(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock, worker_ttl_s=30)
+    agent._register(1, ["customer-detector"])
+    agent._register(2, ["customer-detector"])
+    record = agent.submit(body())
+    agent.record_acks([{"pid": 1, "operator": "customer-detector", "version": 2, "at": clock.now}])
+    assert agent.plan(record.id).phase.value == "Applying"
+    clock.now += 31
+    agent._register(1, [])
+    agent.tick()
+    done = agent.plan(record.id)
+    assert done.phase.value == "Completed" and done.delay_ms == 0.0
+
+
+def test_a_plan_that_never_completes_fails_visibly(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock, plan_timeout_s=60)
+    record = agent.submit(body())
+    clock.now += 61
+    agent.tick()
+    failed = agent.plan(record.id)
+    assert failed.phase.value == "Failed" and "customer-detector" in failed.message
+    assert agent.active_plan is None
+
+
+def test_rejections_leave_the_configuration_alone(tmp_path: Path) -> None:
+    agent = hub(tmp_path, Clock())
+    bad = body()
+    bad["spec"]["functionUpdates"][0]["operator"] = "ghost"
+    with pytest.raises(PlanRejected) as raised:
+        agent.submit(bad)
+    assert raised.value.status == 422
+    rescale = body()
+    rescale["spec"]["rescale"] = {"executors": 3}
+    with pytest.raises(PlanRejected) as raised:
+        agent.submit(rescale)
+    assert raised.value.status == 422
+    assert agent.snapshot.config_version == 1 and agent.snapshot.revision == 1
+
+
+def test_schedule_updates_are_recorded_on_acceptance(tmp_path: Path) -> None:
+    agent = hub(tmp_path / "state", Clock(), schedule_dir=tmp_path / "schedule")
+    agent.submit(body())
+    lines = (tmp_path / "schedule" / "updates.jsonl").read_text().splitlines()
+    assert lines == [
+        '{"event": "update", "operator": "customer-detector", "from": 1, "to": 2, "txn": 2}'
+    ]

@@ -1,0 +1,108 @@
+"""The plan lifecycle state machine and its completion rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from swivel.jobs.agent.plans import (
+    ALLOWED_TRANSITIONS,
+    IllegalTransitionError,
+    PlanPhase,
+    PlanRecord,
+    Timings,
+    completion_due,
+    expected_workers,
+    move,
+    progress,
+    record_switch,
+)
+
+
+def applying(accepted_at: float = 100.0) -> PlanRecord:
+    record = PlanRecord(
+        id="swap-2", name="swap", scheduler="fries", spec={}, plan={},
+        from_config_version=1, to_config_version=2, targets={"head": 2, "tail": 5},
+        timings=Timings(requested_at=accepted_at - 1, accepted_at=accepted_at),
+    )  # fmt: skip
+    return move(record, PlanPhase.APPLYING)
+
+
+def switch(
+    record: PlanRecord,
+    pid: int,
+    operator: str,
+    version: int,
+    *,
+    at: float,
+    batch: int | None = None,
+) -> PlanRecord:
+    return record_switch(record, pid=pid, operator=operator, version=version, at=at, batch_id=batch)
+
+
+@pytest.mark.parametrize("start", list(PlanPhase))
+@pytest.mark.parametrize("end", list(PlanPhase))
+def test_only_the_drawn_transitions_are_allowed(start: PlanPhase, end: PlanPhase) -> None:
+    record = PlanRecord("p", "p", "fries", {}, {}, 1, 2, {}, phase=start)
+    if end in ALLOWED_TRANSITIONS[start]:
+        assert move(record, end).phase is end
+    else:
+        with pytest.raises(IllegalTransitionError):
+            move(record, end)
+
+
+def test_finished_phases_are_final() -> None:
+    assert PlanPhase.COMPLETED.finished and PlanPhase.FAILED.finished
+    assert (
+        not ALLOWED_TRANSITIONS[PlanPhase.COMPLETED] and not ALLOWED_TRANSITIONS[PlanPhase.FAILED]
+    )
+
+
+def test_switches_fill_first_and_last_and_ignore_non_switches() -> None:
+    record = applying()
+    record = switch(record, 1, "head", 1, at=101.0)  # old version: no switch
+    record = switch(record, 1, "other", 9, at=101.0)  # not a target
+    assert record.switched == frozenset()
+    record = switch(record, 1, "head", 2, at=100.5, batch=7)
+    record = switch(record, 2, "tail", 5, at=100.2, batch=8)
+    record = switch(record, 2, "tail", 5, at=109.0, batch=9)  # already switched
+    assert record.switched == {(1, "head"), (2, "tail")}
+    assert (record.timings.first_switch_at, record.timings.last_switch_at) == (100.2, 100.5)
+    assert record.last_switch_batch == 8
+
+
+def test_a_switch_cannot_precede_acceptance() -> None:
+    record = switch(applying(100.0), 1, "head", 2, at=99.0)
+    assert record.timings.first_switch_at == 100.0
+
+
+def test_completion_needs_every_expected_worker_and_every_target() -> None:
+    record = applying()
+    hosted = [(1, "head"), (2, "tail"), (3, "tail"), (3, "outside")]
+    expected = expected_workers(record, hosted)
+    assert expected == {(1, "head"), (2, "tail"), (3, "tail")}
+    record = switch(switch(record, 1, "head", 2, at=101.0), 2, "tail", 5, at=102.0)
+    assert not completion_due(record, expected)
+    assert progress(record, expected)["workersSwitched"] == 2
+    assert progress(record, expected)["workersTotal"] == 3
+    record = switch(record, 3, "tail", 5, at=103.0)
+    assert completion_due(record, expected)
+    done = move(record, PlanPhase.COMPLETED)
+    assert done.delay_ms == pytest.approx(3000.0)
+    assert not completion_due(done, expected)
+
+
+def test_no_registered_worker_still_needs_one_ack_per_target() -> None:
+    record = applying()
+    assert not completion_due(record, frozenset())
+    record = switch(record, 9, "head", 2, at=101.0)
+    assert not completion_due(record, frozenset())
+    assert completion_due(switch(record, 9, "tail", 5, at=101.0), frozenset())
+
+
+def test_json_views_and_durable_round_trip() -> None:
+    record = switch(applying(), 1, "head", 2, at=100.25, batch=3)
+    assert PlanRecord.from_state(record.to_state()) == record
+    document = record.to_json(frozenset({(1, "head"), (2, "tail")}))
+    assert document["phase"] == "Applying" and document["delayMs"] is None
+    assert document["timings"]["acceptedAt"] == "1970-01-01T00:01:40.000000Z"
+    assert document["progress"]["operators"]["tail"] == {"version": 5, "switched": 0, "total": 1}

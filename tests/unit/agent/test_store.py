@@ -1,0 +1,68 @@
+"""The agent's durable state: round trip, atomic replacement, refusing unknown formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
+from swivel.jobs.agent.store import KEPT_BATCHES, DurableState, StateStore
+from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
+
+
+def sample_state() -> DurableState:
+    old = {"a": OperatorConfig("m:a", 1, {"x": 1})}
+    new = {"a": OperatorConfig("m:a2", 2, {"x": 2}, state_transform="m:t")}
+    plan = PlanRecord(
+        id="p-2", name="p", scheduler="fries", spec={"jobRef": {"name": "j"}}, plan={"kind": "live-control"},
+        from_config_version=1, to_config_version=2, targets={"a": 2}, phase=PlanPhase.APPLYING,
+        timings=Timings(1.0, 2.0), switched=frozenset({(11, "a")}), last_switch_batch=4,
+    )  # fmt: skip
+    return DurableState(
+        config_version=2,
+        operators=new,
+        revision=5,
+        history={1: old, 2: new},
+        accepted_at={1: 0.5, 2: 2.0},
+        transition=Transition("p-2", "fries", 1, 2, old, (Component(0, ("a",), ("a",)),)),
+        plans={"p-2": plan},
+        active_plan="p-2",
+        batch_versions={3: 1, 4: 2},
+        pinned_batches={3: 1},
+        actions=[{"seq": 1, "action": "restart", "configVersion": 2}],
+    )
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    assert store.load() is None
+    state = sample_state()
+    store.save(state)
+    assert StateStore(tmp_path / "state").load() == state
+
+
+def test_saves_replace_the_file_and_leave_no_temporaries(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    state = sample_state()
+    store.save(state)
+    state.config_version = 3
+    store.save(state)
+    assert [p.name for p in tmp_path.iterdir()] == ["agent-state.json"]
+    assert json.loads(store.path.read_text())["configVersion"] == 3
+
+
+def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.path.write_text(json.dumps({"format": 99}))
+    with pytest.raises(ValueError, match="format"):
+        store.load()
+
+
+def test_only_recent_batches_are_kept() -> None:
+    state = sample_state()
+    for batch in range(KEPT_BATCHES + 10):
+        state.remember_batch(batch, 2)
+    assert len(state.batch_versions) == KEPT_BATCHES
+    assert min(state.batch_versions) == 10
