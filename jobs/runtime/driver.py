@@ -1,0 +1,235 @@
+"""The driver runtime: build (or take) a SparkSession, start the compiled query from its
+checkpoint, report batch progress to the agent, and carry out boundary actions.
+
+- Progress: a `StreamingQueryListener` posts `started`/`completed` per batch to the agent's
+  driver channel (`POST /v1/driver/progress`) from a background thread, so a slow agent
+  never delays a batch; the runtime also keeps them in memory (`progress`).
+- Boundary actions: a daemon thread long-polls `GET /v1/driver/actions`; `restart` stops the
+  query between two batches and starts it again from the checkpoint with the configuration
+  in force then (the restart scheduler's baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+from pyspark.sql.streaming.query import StreamingQuery
+
+from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.runtime.compiling import CompiledQuery, compile_job, job_snapshot
+from swivel.jobs.runtime.feeds import Snapshot, SnapshotFeed, StaticFeed
+from swivel.jobs.runtime.functions import AllowList
+from swivel.jobs.runtime.operators import WorkerSettings
+from swivel.jobs.runtime.sinks import build_sink
+
+
+def build_session(
+    job: StreamJobSpec, master: str = "local[2]", app_name: str = "swivel"
+) -> SparkSession:
+    """A SparkSession for `job`: workers run this interpreter (so they import swivel)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(job.dataflow.bins))
+        .config("spark.pyspark.python", sys.executable)
+    )
+    for key, value in job.spark_conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+@dataclass(frozen=True)
+class AgentDriverChannel:
+    """The driver side of the agent's HTTP API (docs/control-protocol.md, "Driver channel")."""
+
+    url: str
+    token: str | None = None
+
+    def _request(self, method: str, path: str, body: Any = None, timeout: float = 5.0) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            payload = response.read()
+            return json.loads(payload) if payload else None
+
+    def report(self, event: Mapping[str, Any]) -> None:
+        self._request("POST", "/v1/driver/progress", dict(event))
+
+    def next_action(self, since: int, timeout: float = 20.0) -> Mapping[str, Any] | None:
+        try:
+            return self._request(  # type: ignore[no-any-return]
+                "GET", f"/v1/driver/actions?since={since}&timeout={timeout:g}", timeout=timeout + 5
+            )
+        except urllib.error.HTTPError as error:
+            if error.code == 304:
+                return None
+            raise
+
+
+class _ProgressListener(StreamingQueryListener):
+    def __init__(self, runtime: JobRuntime) -> None:
+        self.runtime = runtime
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+        return None
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        progress = event.progress
+        self.runtime._on_progress(
+            {
+                "batchId": progress.batchId,
+                "event": "completed",
+                "at": time.time(),
+                "durationMs": progress.durationMs.get("triggerExecution"),
+                "numInputRows": progress.numInputRows,
+                "queryId": str(progress.id),
+                "runId": str(progress.runId),
+            }
+        )
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        return None
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        return None
+
+
+@dataclass
+class JobRuntime:
+    """One StreamJob's query on one SparkSession; restartable from its checkpoint."""
+
+    job: StreamJobSpec
+    spark: SparkSession
+    checkpoint: str
+    name: str = "job"
+    feed: SnapshotFeed | None = None
+    allow: AllowList = field(default_factory=AllowList)
+    recording_dir: str | None = None
+    agent: AgentDriverChannel | None = None
+    source_override: Any = None  # a DataFrame replacing spec.source (tests)
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    query: StreamingQuery | None = None
+    compiled: CompiledQuery | None = None
+    restarts: int = 0
+    _listener: _ProgressListener | None = None
+    _outbox: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, baseline: Snapshot | None = None) -> StreamingQuery:
+        """Compile and start the query from the checkpoint (resuming if it exists)."""
+        feed = self.feed or StaticFeed(job_snapshot(self.job))
+        if baseline is None:
+            baseline = _any_snapshot(feed, self.job)
+        settings = WorkerSettings(feed, self.allow, self.recording_dir, baseline)
+        self.compiled = compile_job(self.spark, self.job, settings, self.source_override)
+        writer = build_sink(self.compiled.frame, self.job.sink, self.name)
+        interval = self.job.trigger.interval_ms
+        writer = writer.trigger(processingTime=f"{interval} milliseconds")
+        if self._listener is None:
+            self._listener = _ProgressListener(self)
+            self.spark.streams.addListener(self._listener)
+            self._start_threads()
+        self.query = writer.option("checkpointLocation", self.checkpoint).start()
+        return self.query
+
+    def _start_threads(self) -> None:
+        if self.agent is None:
+            return
+        threading.Thread(target=self._post_progress, daemon=True, name="swivel-progress").start()
+        threading.Thread(target=self._follow_actions, daemon=True, name="swivel-actions").start()
+
+    def _on_progress(self, event: dict[str, Any]) -> None:
+        if self.query is not None and event["runId"] != str(self.query.runId):
+            return
+        self.progress.append(event)
+        if self.agent is not None:
+            self._outbox.put(event)
+
+    def _post_progress(self) -> None:
+        assert self.agent is not None
+        while not self._stopping.is_set():
+            event = self._outbox.get()
+            try:
+                self.agent.report(event)
+            except (OSError, urllib.error.URLError) as error:
+                print(f"swivel: progress report failed: {error}", file=sys.stderr)
+
+    def _follow_actions(self) -> None:
+        assert self.agent is not None
+        seq = 0
+        while not self._stopping.is_set():
+            try:
+                action = self.agent.next_action(seq)
+            except (OSError, urllib.error.URLError):
+                time.sleep(1.0)
+                continue
+            if not action:
+                continue
+            seq = int(action.get("seq", seq + 1))
+            if action.get("action") == "restart":
+                self.restart()
+
+    def batches_completed(self) -> int:
+        return len(self.progress)
+
+    def wait_for_batches(self, count: int, timeout: float = 120.0) -> None:
+        """Block until `count` batches of the current run completed (raises on failure)."""
+        deadline = time.monotonic() + timeout
+        while self.batches_completed() < count:
+            query = self.query
+            if query is not None and not query.isActive and query.exception() is not None:
+                raise RuntimeError(f"the query failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.batches_completed()} of {count} batches after {timeout}s"
+                )
+            time.sleep(0.05)
+
+    def stop_at_boundary(self, timeout: float = 60.0) -> None:
+        """Stop between two batches (waits for a running batch to finish, up to `timeout`)."""
+        query = self.query
+        if query is None:
+            return
+        deadline = time.monotonic() + timeout
+        while (
+            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+        ):
+            time.sleep(0.005)
+        query.stop()
+
+    def restart(self, baseline: Snapshot | None = None) -> StreamingQuery:
+        """The restart scheduler: stop at a boundary, start from the checkpoint with the
+        configuration in force now."""
+        self.stop_at_boundary()
+        self.restarts += 1
+        return self.start(baseline)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None
+
+
+def _any_snapshot(feed: SnapshotFeed, job: StreamJobSpec) -> Snapshot:
+    names = [op.name for op in job.dataflow.operators if op.function is not None]
+    return feed.current(names[0]) if names else job_snapshot(job)

@@ -1,0 +1,292 @@
+"""The wrappers that run an operator's function inside a PySpark Python worker.
+
+Each Arrow batch (a `mapInPandas` chunk, or a key group's chunk in
+`transformWithStateInPandas`) is one check: the wrapper reads the newest snapshot from its
+feed (µs, from memory), asks `choosing.choose` which configuration applies, runs the
+function once per configuration the rows need, writes its tag column, acknowledges the
+first use of a function version in this process, and records `process` events when
+recording is on. A switch therefore happens between two Arrow batches of a running
+micro-batch; `spark.sql.execution.arrow.maxRecordsPerBatch` bounds the delay.
+
+Function contracts (pandas in, pandas out; unknown columns ride along, so use `assign`):
+- stateless (`map`, `filter`, `flatMap`): `f(df, **params) -> df`;
+- keyed: `f(key, df, state: dict, **params) -> (df, state)`; the state is JSON-able and
+  lives in Spark's state store, in the key's bin;
+- state transform: `t(state: dict) -> dict`, applied to a key's state once, the first time
+  the key is processed under the function version that declares it (the version is stored
+  with the state, so a retried or replayed batch, which re-reads the committed state,
+  cannot apply it twice).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
+
+from swivel.jobs.runtime.choosing import Choice, OperatorConfig, choose, tag_column
+from swivel.jobs.runtime.feeds import Snapshot, SnapshotFeed
+from swivel.jobs.runtime.functions import AllowList, FunctionRefused, resolve
+
+RECORD_COLUMN = "_swivel_record"
+SOURCE_TS_COLUMN = "_swivel_ts"
+EMITTED_COLUMN = "_swivel_emitted_at"
+SYSTEM_PREFIX = "_swivel_"
+WAIT_FOR_TAGGED_SNAPSHOT_S = 30.0
+
+
+@dataclass(frozen=True)
+class OperatorPlan:
+    """What a worker needs to know about one operator (pickled into the query)."""
+
+    name: str
+    keyed: bool
+    key: str | None
+    ancestors: tuple[str, ...]
+    input_columns: tuple[str, ...]
+    output_columns: tuple[str, ...]
+
+    @property
+    def tag(self) -> str:
+        return tag_column(self.name)
+
+
+@dataclass
+class WorkerSettings:
+    """Per-query settings shared by every wrapper (pickled; caches rebuilt per process)."""
+
+    feed: SnapshotFeed
+    allow: AllowList = field(default_factory=AllowList)
+    recording_dir: str | None = None
+    baseline: Snapshot | None = None  # the snapshot the query was (re)started with
+
+
+_acked: set[tuple[str, int]] = set()  # per process: (operator, version) already acknowledged
+_refused: set[str] = set()
+
+
+def _task_position() -> tuple[int | None, int | None]:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return None, None
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return (int(batch) if batch is not None else None), context.partitionId()
+
+
+class OperatorRunner:
+    """Runs one operator over Arrow batches, choosing its configuration per batch and row."""
+
+    def __init__(self, plan: OperatorPlan, settings: WorkerSettings) -> None:
+        self.plan = plan
+        self.settings = settings
+        self._last_good: OperatorConfig | None = None
+
+    # --- choosing -----------------------------------------------------------------------
+
+    def choice_for(self, pdf: pd.DataFrame, batch_id: int | None) -> Choice:
+        snapshot = self.settings.feed.current(self.plan.name)
+        choice = self._choose(snapshot, batch_id)
+        if choice.by_tag_column is not None and len(pdf):
+            newest_tag = int(pdf[choice.by_tag_column].max())
+            deadline = time.monotonic() + WAIT_FOR_TAGGED_SNAPSHOT_S
+            # A head already ran rows under a configuration this worker has not seen yet.
+            while int(snapshot["configVersion"]) < newest_tag and time.monotonic() < deadline:
+                time.sleep(0.002)
+                snapshot = self.settings.feed.current(self.plan.name)
+                choice = self._choose(snapshot, batch_id)
+        return choice
+
+    def _choose(self, snapshot: Snapshot, batch_id: int | None) -> Choice:
+        return choose(
+            snapshot,
+            self.plan.name,
+            ancestors=self.plan.ancestors,
+            batch_id=batch_id,
+            baseline=self.settings.baseline,
+        )
+
+    def function(self, config: OperatorConfig) -> tuple[Any, OperatorConfig]:
+        """The callable for `config`, or the last good one if the reference is refused."""
+        try:
+            function = resolve(config.function or "", self.settings.allow, self.plan.name)
+        except FunctionRefused as refused:
+            if self._last_good is None or self._last_good == config:
+                raise
+            if config.function not in _refused:
+                _refused.add(config.function or "")
+                print(
+                    f"swivel: {refused}; {self.plan.name} keeps {self._last_good.function}",
+                    file=sys.stderr,
+                )
+            return self.function(self._last_good)
+        self._last_good = config
+        return function, config
+
+    # --- running ------------------------------------------------------------------------
+
+    def parts(
+        self, pdf: pd.DataFrame, choice: Choice
+    ) -> Iterator[tuple[pd.DataFrame, OperatorConfig, int]]:
+        """The rows to run under each configuration, old rows first."""
+        if choice.by_tag_column is None or choice.old is None:
+            yield pdf, choice.new, choice.new_tag
+            return
+        uses_new = choice.uses_new(pdf[choice.by_tag_column].to_numpy())
+        if not uses_new.all():
+            yield pdf[~uses_new], choice.old, choice.old_tag
+        if uses_new.any():
+            yield pdf[uses_new], choice.new, choice.new_tag
+
+    def finish(  # noqa: PLR0917
+        self,
+        out: pd.DataFrame,
+        rows_in: pd.DataFrame,
+        config: OperatorConfig,
+        tag: int,
+        batch_id: int | None,
+        partition: int | None,
+    ) -> pd.DataFrame:
+        out = self._with_system_columns(out, rows_in)
+        out[self.plan.tag] = tag
+        out[EMITTED_COLUMN] = time.time()
+        self._acknowledge(config, tag, batch_id, partition)
+        self._record(rows_in, config, batch_id)
+        return out.loc[:, list(self.plan.output_columns)]
+
+    def _with_system_columns(self, out: pd.DataFrame, rows_in: pd.DataFrame) -> pd.DataFrame:
+        missing = [
+            c for c in rows_in.columns if c.startswith(SYSTEM_PREFIX) and c not in out.columns
+        ]
+        if missing:
+            if len(out) != len(rows_in):
+                raise ValueError(
+                    f"{self.plan.name}: the function dropped {missing} and changed the row "
+                    "count; keep the input's _swivel_* columns (use df.assign)"
+                )
+            out = out.assign(**{c: rows_in[c].to_numpy() for c in missing})
+        return out.copy() if out is rows_in else out
+
+    def _acknowledge(
+        self, config: OperatorConfig, tag: int, batch_id: int | None, partition: int | None
+    ) -> None:
+        seen = (self.plan.name, config.version)
+        if seen in _acked:
+            return
+        _acked.add(seen)
+        ack = {
+            "pid": os.getpid(),
+            "operator": self.plan.name,
+            "version": config.version,
+            "configVersion": tag,
+            "partition": partition,
+            "batchId": batch_id,
+            "at": time.time(),
+        }
+        try:
+            self.settings.feed.ack([ack])
+        except Exception as error:  # an unreachable agent must not stop the data path
+            print(f"swivel: ack failed: {error}", file=sys.stderr)
+
+    def _record(self, rows_in: pd.DataFrame, config: OperatorConfig, batch_id: int | None) -> None:
+        directory = self.settings.recording_dir
+        if directory is None or not len(rows_in):
+            return
+        prefix = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version},"batch":{json.dumps(batch_id)},"record":'
+        lines = "".join(prefix + json.dumps(str(r)) + "}\n" for r in rows_in[RECORD_COLUMN])
+        with open(Path(directory) / f"process-{os.getpid()}.jsonl", "a", encoding="utf-8") as log:
+            log.write(lines)
+
+
+def run_stateless_chain(
+    runners: list[OperatorRunner], chunks: Iterator[pd.DataFrame]
+) -> Iterator[pd.DataFrame]:
+    """The body of one `mapInPandas`: a chain of stateless operators, chunk by chunk."""
+    batch_id, partition = _task_position()
+    for chunk in chunks:
+        pdf = chunk
+        for runner in runners:
+            pdf = _run_stateless(runner, pdf, batch_id, partition)
+        yield pdf
+
+
+def _run_stateless(
+    runner: OperatorRunner, pdf: pd.DataFrame, batch_id: int | None, partition: int | None
+) -> pd.DataFrame:
+    choice = runner.choice_for(pdf, batch_id)
+    outputs = []
+    for rows, config, tag in runner.parts(pdf, choice):
+        function, used = runner.function(config)
+        out = function(rows, **dict(used.params))
+        outputs.append(runner.finish(out, rows, used, tag, batch_id, partition))
+    if len(outputs) == 1:
+        return outputs[0]
+    return pd.concat(outputs, ignore_index=True)
+
+
+# --- keyed state ------------------------------------------------------------------------
+
+STATE_SCHEMA_DDL = "state STRING, version LONG"
+
+
+@dataclass
+class KeyState:
+    """A key's state as the wrapper keeps it: the user's dict and the version it is at."""
+
+    value: dict[str, Any]
+    version: int  # the function version whose state transform (if any) has been applied
+    fresh: bool = False
+
+
+def run_keyed_group(
+    runner: OperatorRunner, key: Any, chunks: Iterator[pd.DataFrame], state: KeyState
+) -> Iterator[pd.DataFrame]:
+    """One key group of a keyed operator: the state is read once and written back by the
+    caller; every chunk is a check."""
+    batch_id, partition = _task_position()
+    for chunk in chunks:
+        chunk.columns = list(runner.plan.input_columns)  # see compiling: TWS renames `_x`
+        choice = runner.choice_for(chunk, batch_id)
+        outputs = []
+        for rows, config, tag in runner.parts(chunk, choice):
+            function, used = runner.function(config)
+            _transform_once(runner, state, used)
+            out, state.value = function(key, rows, state.value, **dict(used.params))
+            outputs.append(runner.finish(out, rows, used, tag, batch_id, partition))
+        yield outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
+
+
+def _transform_once(runner: OperatorRunner, state: KeyState, config: OperatorConfig) -> None:
+    if state.fresh:
+        state.version, state.fresh = config.version, False
+        return
+    if config.version <= state.version:
+        return
+    if config.state_transform:
+        transform = resolve(
+            config.state_transform, runner.settings.allow, f"{runner.plan.name}.stateTransform"
+        )
+        state.value = transform(state.value)
+    state.version = config.version
+
+
+def encode_state(state: KeyState) -> tuple[str, int]:
+    return json.dumps(state.value), state.version
+
+
+def decode_state(stored: tuple[Any, ...] | None) -> KeyState:
+    if stored is None:
+        return KeyState({}, 0, fresh=True)
+    return KeyState(json.loads(stored[0]), int(stored[1]))
+
+
+def params_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(config.get("params") or {})
