@@ -144,19 +144,40 @@ def _cover(
     *,
     blue: Sequence[bool] | None = None,
 ) -> tuple[list[int], list[tuple[int, int]]]:
-    """Alg. 1 on topological positions; `blue` may be passed when the caller knows it."""
+    """Alg. 1 on topological positions; `blue` may be passed when the caller knows it.
+
+    Markings are pushed from an operator to its children (red) or parents (blue), so only
+    marked operators cost anything. Vertices and edges come out sorted.
+    """
     count = len(graph.names)
-    red = [False] * count
-    for v in range(count):
-        red[v] = v in seeds or any(red[p] for p in graph.parents[v])
+    red = _marked(seeds, count, graph.children, range(count))
     if blue is None:
-        marked = [False] * count
-        for v in reversed(range(count)):
-            marked[v] = v in seeds or any(marked[c] for c in graph.children[v])
-        blue = marked
+        blue = _marked(seeds, count, graph.parents, reversed(range(count)))
     vertices = [v for v in range(count) if red[v] and blue[v]]
-    edges = [(u, c) for u in vertices for c in graph.children[u] if blue[c]]
-    return vertices, sorted(set(edges))
+    edges: list[tuple[int, int]] = []
+    for u in vertices:
+        previous = -1
+        for c in graph.children[u]:  # ascending; a repeat is a parallel edge
+            if blue[c] and c != previous:
+                edges.append((u, c))
+                previous = c
+    return vertices, edges
+
+
+def _marked(
+    seeds: frozenset[int],
+    count: int,
+    successors: Sequence[Sequence[int]],
+    order: Iterable[int],
+) -> list[bool]:
+    marked = [False] * count
+    for s in seeds:
+        marked[s] = True
+    for v in order:
+        if marked[v]:
+            for w in successors[v]:
+                marked[w] = True
+    return marked
 
 
 def _components(
@@ -166,34 +187,36 @@ def _components(
     targets: frozenset[int],
 ) -> tuple[Component, ...]:
     """Weakly connected components, each listed in topological order (Alg. 2 line 5)."""
-    neighbours: dict[int, list[int]] = {v: [] for v in vertices}
-    has_in_edge: set[int] = set()
+    count = len(graph.names)
+    neighbours: list[list[int]] = [[] for _ in range(count)]
+    has_in_edge = [False] * count
     for u, v in edges:
         neighbours[u].append(v)
         neighbours[v].append(u)
-        has_in_edge.add(v)
-    component_of: dict[int, int] = {}
-    members: list[list[int]] = []
-    for start in vertices:  # ascending positions: components come out in topological order
-        if start in component_of:
-            continue
-        component_of[start] = len(members)
-        found, frontier = [start], [start]
-        while frontier:
-            for w in neighbours[frontier.pop()]:
-                if w not in component_of:
-                    component_of[w] = len(members)
-                    found.append(w)
-                    frontier.append(w)
-        members.append(sorted(found))
-    inside: list[list[tuple[int, int]]] = [[] for _ in members]
+        has_in_edge[v] = True
+    label = [-1] * count
+    found = 0
+    for start in vertices:  # ascending: components are numbered by their first operator
+        if label[start] < 0:
+            label[start] = found
+            stack = [start]
+            while stack:
+                for w in neighbours[stack.pop()]:
+                    if label[w] < 0:
+                        label[w] = found
+                        stack.append(w)
+            found += 1
+    members: list[list[int]] = [[] for _ in range(found)]
+    for v in vertices:
+        members[label[v]].append(v)
+    inside: list[list[tuple[int, int]]] = [[] for _ in range(found)]
     for u, v in edges:
-        inside[component_of[u]].append((u, v))
+        inside[label[u]].append((u, v))
     names = graph.names
     return tuple(
         Component(
             operators=tuple(names[v] for v in group),
-            heads=tuple(names[v] for v in group if v not in has_in_edge),
+            heads=tuple(names[v] for v in group if not has_in_edge[v]),
             edges=tuple((names[u], names[v]) for u, v in component_edges),
             targets=tuple(names[v] for v in group if v in targets),
         )

@@ -77,27 +77,28 @@ def index_dataflow(dataflow: Dataflow, *, cut_blocking: bool) -> IndexedDataflow
     """Index `dataflow`; with `cut_blocking`, drop every out-edge of a blocking operator.
 
     Those are the edges §7.1 cuts: the operator ends the pipelined region of its inputs and
-    its children begin a new one.
+    its children begin a new one. Children come out in ascending position (they are filled
+    in topological order), so edge lists built from them need no sorting.
     """
     names = dataflow.topological_order
     position = {name: index for index, name in enumerate(names)}
     by_name = dataflow.by_name
     operators = tuple(by_name[name] for name in names)
+    cut = [cut_blocking and op.blocking for op in operators]
+    parents_by_name = dataflow.parents
     children: list[list[int]] = [[] for _ in names]
-    parents: list[list[int]] = [[] for _ in names]
-    for edge in dataflow.edges:
-        source = position[edge.source]
-        if cut_blocking and operators[source].blocking:
-            continue
-        target = position[edge.target]
-        children[source].append(target)
-        parents[target].append(source)
+    parents: list[tuple[int, ...]] = []
+    for v, name in enumerate(names):
+        mine = tuple(p for p in map(position.__getitem__, parents_by_name[name]) if not cut[p])
+        parents.append(mine)
+        for p in mine:
+            children[p].append(v)
     return IndexedDataflow(
         names=names,
         position=position,
         operators=operators,
         children=tuple(map(tuple, children)),
-        parents=tuple(map(tuple, parents)),
+        parents=tuple(parents),
     )
 
 
@@ -119,27 +120,34 @@ def select_seeds(
     seeds = set(targets)
     pruned: dict[int, str] = {}
     # below_kept[v]: v has a one-to-many ancestor that is kept, so v is not "earliest".
+    # Filled forwards (push to children), so it is final when v's turn comes.
     below_kept = [False] * len(operators)
-    for v, parents in enumerate(graph.parents):
+    for v, op in enumerate(operators):
         if not feeds[v]:
             continue  # every parent of an operator that feeds a target feeds one too
-        below_kept[v] = any(
-            below_kept[p] or (operators[p].one_to_many and p not in rules) for p in parents
-        )
-        if below_kept[v] or not operators[v].one_to_many:
+        kept = op.one_to_many and v not in rules
+        if below_kept[v] or kept:
+            for c in graph.children[v]:
+                below_kept[c] = True
+        if below_kept[v] or not op.one_to_many:
             continue
-        rule = rules.get(v)
-        if rule is None:
+        if kept:
             seeds.add(v)
         elif v not in targets:
-            pruned[v] = rule
+            pruned[v] = rules[v]
     return SeedSelection(frozenset(seeds), pruned, tuple(feeds))
 
 
 def _feeds_target(graph: IndexedDataflow, targets: frozenset[int]) -> list[bool]:
+    """Ancestor-or-self of a target, pushed from each operator to its parents."""
     feeds = [False] * len(graph.names)
+    for t in targets:
+        feeds[t] = True
+    parents = graph.parents
     for v in reversed(range(len(feeds))):
-        feeds[v] = v in targets or any(feeds[c] for c in graph.children[v])
+        if feeds[v]:
+            for p in parents[v]:
+                feeds[p] = True
     return feeds
 
 
