@@ -1,0 +1,341 @@
+"""Fries MCS plans are conflict-serializable: a brute-force oracle (path enumeration) and
+the cases where §6.3's rules, read literally, would not be.
+
+The oracle: a plan is safe when no one-to-many operator outside the MCS can send one
+source record to two target operations (two branches from one input tuple: distinct
+first hops if it emits one tuple per edge, no uniqueness operator emitting on both), and
+no head can receive two tuples of one record (Lemma 6.3). `seeding.py` explains why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swivel.controllers.graph import Cardinality, Dataflow, Operator
+from swivel.controllers.mcs import (
+    EDGE_WISE_ONE_TO_ONE,
+    UNIQUENESS,
+    McsPlan,
+    minimal_covering_subdag,
+    plan_mcs,
+)
+
+# --- building blocks ---------------------------------------------------------------------
+
+
+def one_to_many(name: str, **flags: bool) -> Operator:
+    return Operator(name, Cardinality.ONE_TO_MANY, **flags)
+
+
+def replicate(name: str) -> Operator:
+    """Fig. 9's Replicate: one-to-many, but one tuple per out-edge."""
+    return one_to_many(name, at_most_one_per_edge=True)
+
+
+def unique(name: str) -> Operator:
+    """Fig. 10's self-join on the primary key: at most one output per source record."""
+    return Operator(name, unique_per_record=True)
+
+
+def blocking(name: str) -> Operator:
+    return Operator(name, blocking=True)
+
+
+def chain(*names: str) -> list[tuple[str, str]]:
+    return list(itertools.pairwise(names))
+
+
+def components(plan: McsPlan) -> list[set[str]]:
+    return [set(c.operators) for c in plan.components]
+
+
+# --- where the rules needed a guard to stay serializable ---------------------------------
+
+
+def test_uniqueness_needs_one_operator_on_every_path_not_one_per_path() -> None:
+    """§6.3 prunes M when each path to R passes *a* uniqueness operator. With two of them
+    on two branches R receives one tuple from each, possibly under two versions, so M is
+    kept; the brute-force oracle confirms the literal rule's plan would be unsafe."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("M"), unique("U1"), unique("U2"), "R"],
+        [*chain("source", "M", "U1", "R"), *chain("M", "U2", "R")],
+    )
+    plan = plan_mcs(dataflow, ["R"])
+    assert plan.pruned == {}
+    assert components(plan) == [{"M", "U1", "U2", "R"}]
+    literal_mcs, _ = minimal_covering_subdag(dataflow, ["R"])
+    assert unsafe_splitters(dataflow, {"R"}, literal_mcs) == {"M"}
+    assert unsafe_splitters(dataflow, {"R"}, plan.operators) == set()
+
+
+def test_uniqueness_must_hold_for_every_target_downstream() -> None:
+    """One record reaches both X and R (through U1 and U2); pruning RE for each target on
+    its own would put them in separate components. RE stays."""
+    dataflow = Dataflow.of(
+        ["source", replicate("RE"), unique("U1"), unique("U2"), "X", "R"],
+        [*chain("source", "RE", "U1", "X"), *chain("RE", "U2", "R")],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert components(plan) == [{"RE", "U1", "U2", "X", "R"}]
+    literal, _ = minimal_covering_subdag(dataflow, ["X", "R"])
+    assert unsafe_splitters(dataflow, {"X", "R"}, literal) == {"RE"}
+
+
+def test_a_shared_uniqueness_operator_prunes_for_several_targets() -> None:
+    dataflow = Dataflow.of(
+        ["source", one_to_many("M"), "a", "b", unique("SJ"), "split", "X", "R"],
+        [
+            *chain("source", "M", "a", "SJ", "split", "X"),
+            *chain("M", "b", "SJ"),
+            ("split", "R"),
+        ],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert plan.pruned == {"M": UNIQUENESS}
+    assert components(plan) == [{"X"}, {"R"}]
+
+
+def test_a_uniqueness_operator_that_is_a_target_does_not_shield_itself() -> None:
+    """U receives every copy M makes, so U (a target) must synchronise with M."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("M"), unique("U"), "R"], chain("source", "M", "U", "R")
+    )
+    plan = plan_mcs(dataflow, ["U", "R"])
+    assert components(plan) == [{"M", "U", "R"}]
+    assert plan.pruned == {}
+    assert components(plan_mcs(dataflow, ["R"])) == [{"R"}]
+
+
+# --- brute-force oracle ------------------------------------------------------------------
+
+
+def pipelined_children(dataflow: Dataflow) -> dict[str, list[str]]:
+    """Children with the out-edges of blocking operators removed (§7.1's cut)."""
+    children: dict[str, list[str]] = {op.name: [] for op in dataflow.operators}
+    for edge in dataflow.edges:
+        if not dataflow.by_name[edge.source].blocking:
+            children[edge.source].append(edge.target)
+    return children
+
+
+def paths(children: dict[str, list[str]], start: str, end: str) -> list[tuple[str, ...]]:
+    if start == end:
+        return [(start,)]
+    return [(start, *rest) for c in children[start] for rest in paths(children, c, end)]
+
+
+def reach(children: dict[str, list[str]], start: str) -> set[str]:
+    seen, stack = {start}, [start]
+    while stack:
+        for c in children[stack.pop()]:
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return seen
+
+
+def covering_by_enumeration(
+    children: dict[str, list[str]], seeds: Iterable[str]
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """Def. 5.4 read literally: the union of all paths between two seeds."""
+    vertices: set[str] = set()
+    edges: set[tuple[str, str]] = set()
+    for a, b in itertools.product(seeds, repeat=2):
+        for path in paths(children, a, b):
+            vertices.update(path)
+            edges.update(itertools.pairwise(path))
+    return vertices, edges
+
+
+def branch_pairs(
+    dataflow: Dataflow, children: dict[str, list[str]], splitter: str, ends: Iterable[str]
+) -> Iterable[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Pairs of branches one input tuple of `splitter` can start, each ending at one of
+    `ends`: distinct first hops if it emits one tuple per edge, and no uniqueness operator
+    emitting on both (it emits once per record)."""
+    op = dataflow.by_name[splitter]
+    if not op.one_to_many or op.unique_per_record:
+        return
+    branches = [p for end in ends if end != splitter for p in paths(children, splitter, end)]
+    for first, second in itertools.product(branches, repeat=2):
+        if op.at_most_one_per_edge and first[1] == second[1]:
+            continue
+        emitting = [
+            {v for v in b[1:-1] if dataflow.by_name[v].unique_per_record} for b in (first, second)
+        ]
+        if not emitting[0] & emitting[1]:
+            yield first, second
+
+
+def unsafe_splitters(dataflow: Dataflow, targets: set[str], mcs: Iterable[str]) -> set[str]:
+    """One-to-many operators outside the MCS that can send one record to two target
+    operations: each such split can give one transaction two versions."""
+    inside = set(mcs)
+    children = pipelined_children(dataflow)
+    return {
+        op.name
+        for op in dataflow.operators
+        if op.name not in inside and any(branch_pairs(dataflow, children, op.name, targets))
+    }
+
+
+def heads_fed_twice(dataflow: Dataflow, plan: McsPlan) -> set[str]:
+    """Heads that can receive two tuples of one record (Lemma 6.3 says none may)."""
+    children = pipelined_children(dataflow)
+    return {
+        head
+        for component in plan.components
+        for head in component.heads
+        for op in dataflow.operators
+        if any(branch_pairs(dataflow, children, op.name, [head]))
+    }
+
+
+# --- properties on random DAGs -----------------------------------------------------------
+
+
+# Operator kinds, weighted towards the ones the rules are about.
+KINDS = {
+    "map": Operator("_"),
+    "replicate": replicate("_"),
+    "flatten": one_to_many("_"),
+    "self-join": unique("_"),
+    "unique flatten": one_to_many("_", unique_per_record=True),
+    "aggregate": blocking("_"),
+    "blocking flatten": one_to_many("_", blocking=True),
+}
+KIND_WEIGHTS = ["map"] * 3 + ["replicate"] * 2 + ["flatten"] * 2 + ["self-join"] * 2 + list(KINDS)
+
+
+@st.composite
+def dataflows(draw: st.DrawFn, max_operators: int = 9) -> Dataflow:
+    """Random DAGs (in-degree <= 3) with random kinds of operator, listed in a random order
+    so that the topological order is not the listing order."""
+    count = draw(st.integers(1, max_operators))
+    operators = [
+        dataclasses.replace(KINDS[draw(st.sampled_from(KIND_WEIGHTS))], name=f"op{index}")
+        for index in range(count)
+    ]
+    edges = [
+        (f"op{parent}", f"op{index}")
+        for index in range(1, count)
+        for parent in sorted(draw(st.sets(st.integers(0, index - 1), max_size=3)))
+    ]
+    order = draw(st.permutations(operators))
+    return Dataflow.of(order, edges)
+
+
+@st.composite
+def planning_cases(draw: st.DrawFn, max_operators: int = 9) -> tuple[Dataflow, list[str]]:
+    dataflow = draw(dataflows(max_operators))
+    names = [op.name for op in dataflow.operators]
+    targets = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3))
+    return dataflow, targets
+
+
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
+
+
+@PROPERTY_SETTINGS
+@given(dataflows(), st.data())
+def test_alg1_matches_the_definition_by_path_enumeration(
+    dataflow: Dataflow, data: st.DataObject
+) -> None:
+    seeds = data.draw(st.sets(st.sampled_from([op.name for op in dataflow.operators])))
+    children = {name: list(cs) for name, cs in dataflow.children.items()}
+    assert minimal_covering_subdag(dataflow, seeds) == tuple(
+        map(frozenset, covering_by_enumeration(children, seeds))
+    )
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_plan_is_the_covering_subdag_of_its_seeds(case: tuple[Dataflow, list[str]]) -> None:
+    """Every path between two seeds is inside, every vertex inside is on such a path."""
+    dataflow, targets = case
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, targets, pruning=pruning)
+        vertices, edges = covering_by_enumeration(pipelined_children(dataflow), plan.seeds)
+        assert (plan.operators, plan.edges) == (vertices, edges)
+        assert set(plan.targets) == set(targets) <= set(plan.seeds)
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_components_are_disjoint_connected_and_hold_a_target(
+    case: tuple[Dataflow, list[str]],
+) -> None:
+    dataflow, targets = case
+    order = dataflow.topological_order
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, targets, pruning=pruning)
+        seen: set[str] = set()
+        for component in plan.components:
+            members = set(component.operators)
+            assert not members & seen
+            seen |= members
+            assert component.targets and set(component.targets) <= set(targets)
+            assert list(component.operators) == sorted(members, key=order.index)
+            assert {s for s, t in component.edges} | {t for s, t in component.edges} <= members
+            assert set(component.heads) == members - {t for _, t in component.edges}
+            undirected = {m: set[str]() for m in members}
+            for s, t in component.edges:
+                undirected[s].add(t)
+                undirected[t].add(s)
+            assert (
+                reach({m: list(n) for m, n in undirected.items()}, component.operators[0])
+                == members
+            )
+        firsts = [order.index(c.operators[0]) for c in plan.components]
+        assert firsts == sorted(firsts)
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_plans_are_conflict_serializable(case: tuple[Dataflow, list[str]]) -> None:
+    """No one-to-many operator outside the MCS can split a record towards two target
+    operations, and no head can receive two tuples of one record (Lemma 6.3)."""
+    dataflow, targets = case
+    for pruning in (True, False):
+        plan = plan_mcs(dataflow, targets, pruning=pruning)
+        assert unsafe_splitters(dataflow, set(targets), plan.operators) == set()
+        assert heads_fed_twice(dataflow, plan) == set()
+
+
+@PROPERTY_SETTINGS
+@given(planning_cases())
+def test_seeds_follow_alg3_and_pruning_only_shrinks(case: tuple[Dataflow, list[str]]) -> None:
+    dataflow, targets = case
+    children = pipelined_children(dataflow)
+    ancestors = {op.name: set[str]() for op in dataflow.operators}
+    for name in ancestors:
+        for descendant in reach(children, name) - {name}:
+            ancestors[descendant].add(name)
+    many = {op.name for op in dataflow.operators if op.one_to_many}
+    earliest = {a for t in targets for a in ancestors[t] & many if not ancestors[a] & many}
+    unpruned = plan_mcs(dataflow, targets, pruning=False)
+    assert set(unpruned.seeds) == set(targets) | earliest
+    assert unpruned.pruned == {}
+    pruned = plan_mcs(dataflow, targets)
+    assert pruned.operators <= unpruned.operators
+    assert pruned.edges <= unpruned.edges
+    considered = set().union(*(ancestors[t] for t in targets)) & many
+    assert set(pruned.seeds) <= set(targets) | considered
+    assert set(pruned.pruned) <= considered - set(pruned.seeds) - set(targets)
+    assert set(pruned.pruned.values()) <= {EDGE_WISE_ONE_TO_ONE, UNIQUENESS}
+
+
+@settings(max_examples=60, deadline=None)
+@given(planning_cases(max_operators=30))
+def test_plans_are_deterministic(case: tuple[Dataflow, list[str]]) -> None:
+    dataflow, targets = case
+    rebuilt = Dataflow(dataflow.operators, dataflow.edges)
+    for pruning in (True, False):
+        assert plan_mcs(dataflow, targets, pruning=pruning) == plan_mcs(
+            rebuilt, list(reversed(targets)), pruning=pruning
+        )
