@@ -40,8 +40,11 @@ head with both branches going on to a target, which the edge-wise rule forbids o
 and the uniqueness rule forbids unless its U lies on every path from the head to a target,
 and then the head is pruned itself (or, being a target, impossible).
 
-All of this is per operator, not per target, so the union of the per-target seed sets is
-one forward pass: no per-target ancestor walk, O(V + E). The uniqueness rule needs, for
+The paper applies the rules per (ancestor, target) pair. As guarded, both depend on the
+ancestor and on the whole set of targets, not on which downstream target is asked about,
+so every pair with the same ancestor gets the same answer and the code asks once per
+ancestor. That makes the union of the per-target seed sets one forward pass: no
+per-target ancestor walk, O(V + E). The uniqueness rule needs, for
 each operator, the nearest uniqueness operator on all its paths to targets, a
 post-dominator question answered in one reverse pass: an operator's qualifying uniqueness
 operators form a chain, and a non-target's chain is the meet of its children's, found by
@@ -104,6 +107,8 @@ def index_dataflow(dataflow: Dataflow, *, cut_blocking: bool) -> IndexedDataflow
 
 @dataclass(frozen=True, slots=True)
 class SeedSelection:
+    """What `select_seeds` decided, by topological position."""
+
     seeds: frozenset[int]
     pruned: Mapping[int, str]  # considered ancestor -> the rule that pruned it
     # Ancestor-or-self of a target; also Alg. 1's blue marking, as every seed leads to one.
