@@ -140,8 +140,10 @@ async def driver_progress(request: web.Request) -> web.Response:
 async def driver_actions(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     since = _int_query(request, "since", 0)
-    actions = await hub.driver_actions(since, _timeout_query(request, 20.0))
-    return web.json_response({"actions": actions})
+    action = await hub.next_driver_action(since, _timeout_query(request, 20.0))
+    if action is None:
+        return web.Response(status=304)
+    return web.json_response(action)
 
 
 async def submit_plan(request: web.Request) -> web.Response:

@@ -67,6 +67,7 @@ class Hub:
         self.workers: dict[int, Worker] = {}
         self.ready = False
         self._last_started: int | None = None
+        self._last_completed: int | None = None
         self._retire_after_batch: int | None = None
         self._state = (store.load() if store else None) or self._fresh_state()
         self._snapshot_changed = asyncio.Event()
@@ -185,7 +186,7 @@ class Hub:
         state, now = self._state, self._clock()
         plan_id = f"{_slug(submission.name)}-{state.config_version + 1}"
         new_operators = updated_operators(state.operators, submission.spec)
-        next_batch = 0 if self._last_started is None else self._last_started + 1
+        next_batch = self._first_untouched_batch()
         transition = build_transition(
             plan_id=plan_id,
             scheduler=submission.scheduler,
@@ -298,7 +299,11 @@ class Hub:
         self._state.active_plan = None
         self.metrics.plans.labels(outcome).inc()
         self._retire_after_batch = record.last_switch_batch
-        if record.last_switch_batch is None and self._last_started is None:
+        if (
+            record.last_switch_batch is None
+            and self._last_started is None
+            and self._last_completed is None
+        ):
             self._state.transition = None  # no driver: no batch to wait for
             self._publish()
         else:
@@ -322,6 +327,7 @@ class Hub:
                 state.pinned_batches[batch] = recorded  # a replay: run it as it first ran
                 self._publish()
         elif kind == "completed":
+            self._last_completed = max(batch, self._last_completed or batch)
             changed = state.pinned_batches.pop(batch, None) is not None
             if state.transition is not None and state.active_plan is None:
                 after = self._retire_after_batch
@@ -329,6 +335,19 @@ class Hub:
                     state.transition, changed = None, True
             if changed:
                 self._publish()
+
+    def _first_untouched_batch(self) -> int:
+        """The first batch id surely not yet running (epoch's applyFromBatch).
+
+        After a `started` report the next batch has not begun; after only a `completed`
+        report the following batch may already be running, so the one after it.
+        """
+        candidates = [0]
+        if self._last_started is not None:
+            candidates.append(self._last_started + 1)
+        if self._last_completed is not None:
+            candidates.append(self._last_completed + 2)
+        return max(candidates)
 
     def _version_at(self, at: float) -> int:
         """The configuration version in force at `at` (0/unknown time: the current one)."""
@@ -345,11 +364,13 @@ class Hub:
         woken, self._actions_changed = self._actions_changed, asyncio.Event()
         woken.set()
 
-    async def driver_actions(self, since: int, timeout: float) -> list[dict[str, Any]]:
-        def pending() -> list[dict[str, Any]]:
-            return [a for a in self._state.actions if a["seq"] > since]
+    async def next_driver_action(self, since: int, timeout: float) -> dict[str, Any] | None:
+        """The oldest action with seq > `since`, waiting up to `timeout` for one."""
 
-        if not pending() and timeout > 0:
+        def pending() -> dict[str, Any] | None:
+            return next((a for a in self._state.actions if a["seq"] > since), None)
+
+        if pending() is None and timeout > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._actions_changed.wait(), timeout)
         return pending()

@@ -110,16 +110,17 @@ def test_accepted_plan_publishes_the_new_configuration(
 
 
 def test_restart_scheduler_sends_a_driver_action(agent: Any, call: Any, swap_model: Any) -> None:
-    assert call(agent.url + "/v1/driver/actions?since=0&timeout=0")[1] == {"actions": []}
+    assert call(agent.url + "/v1/driver/actions?since=0&timeout=0")[0] == 304
     assert call(agent.url + "/v1/plans", "POST", swap_model(scheduler="restart"))[0] == 202
-    actions = call(agent.url + "/v1/driver/actions?since=0&timeout=1")[1]["actions"]
-    assert actions == [{"seq": 1, "action": "restart", "configVersion": 2}]
-    assert call(agent.url + "/v1/driver/actions?since=1&timeout=0")[1] == {"actions": []}
+    action = call(agent.url + "/v1/driver/actions?since=0&timeout=1")[1]
+    assert action == {"seq": 1, "action": "restart", "configVersion": 2}
+    assert call(agent.url + "/v1/driver/actions?since=1&timeout=0")[0] == 304
 
 
 def test_epoch_scheduler_applies_from_the_next_batch(
     agent: Any, call: Any, swap_model: Any
 ) -> None:
+    call(agent.url + "/v1/driver/progress", "POST", {"batchId": 40, "event": "completed"})
     call(agent.url + "/v1/driver/progress", "POST", {"batchId": 41, "event": "started"})
     call(agent.url + "/v1/plans", "POST", swap_model(scheduler="epoch"))
     transition = call(agent.url + "/v1/config")[1]["transition"]

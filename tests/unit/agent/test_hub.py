@@ -107,3 +107,11 @@ def test_schedule_updates_are_recorded_on_acceptance(tmp_path: Path) -> None:
     assert lines == [
         '{"event": "update", "operator": "customer-detector", "from": 1, "to": 2, "txn": 2}'
     ]
+
+
+def test_epoch_without_started_reports_skips_the_batch_that_may_be_running(tmp_path: Path) -> None:
+    agent = hub(tmp_path, Clock())
+    agent.record_progress({"batchId": 9, "event": "completed"})
+    agent.submit(body("epoch"))
+    transition = agent.snapshot.transition
+    assert transition is not None and transition.apply_from_batch == 11
