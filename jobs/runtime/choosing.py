@@ -1,126 +1,87 @@
-"""Which configuration an operator uses for a record: the choice table of
-docs/control-protocol.md, as pure functions over the snapshot's wire form.
+"""Which configuration an operator runs an Arrow batch's rows under, and which tag it writes.
 
-The wrapper asks once per Arrow batch (`choose`), and the answer is either one fixed
-configuration for every row, or - for a non-head operator of a Fries component while a
-transition is open - "old or new by the row's tag", decided per row with one vectorised
-comparison (`Choice.uses_new`).
+The rules are `swivel.jobs.control.selection.select` (the protocol's table); this module
+applies them to a pandas batch: a non-head of a Fries component reads each row's tag
+`_swivel_tag_<k>` and the batch is split by tag value (old rows first); a head writes the
+version it used into its component's tag column; everyone else runs the whole batch under
+one selection and passes tags on untouched.
 
-Tags: every operator with a function writes the configuration version it ran a row under
-into its own tag column `_swivel_tag_<operator>`; a non-head reads the column of the head of
-its component that is its ancestor. (The protocol numbers components; component ids change
-per transition while a query's schema is fixed, so the columns are named by the operator
-that can head a component - every operator with a function can.)
+The query's schema is fixed when it starts while component ids are chosen per transition,
+so the compiled query carries one tag column per possible component: a transition has at
+most as many components as the job has function operators (`tag_columns`). The source
+fills them with 0, "before any switch", which `select` reads like a missing tag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
+import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
-TAG_PREFIX = "_swivel_tag_"
+from swivel.jobs.control.selection import Selection, select, tag_column
+from swivel.jobs.control.snapshots import Snapshot
 
-
-def tag_column(operator: str) -> str:
-    """The column in which `operator` writes the configuration version it used."""
-    return TAG_PREFIX + operator.replace("-", "_")
+__all__ = ["Part", "newest_tag_needed", "parts", "tag_column", "tag_columns"]
 
 
-@dataclass(frozen=True, slots=True)
-class OperatorConfig:
-    """One operator's function at one function version."""
-
-    function: str | None
-    params: Mapping[str, Any]
-    version: int
-    state_transform: str | None = None
-
-    @classmethod
-    def from_wire(cls, wire: Mapping[str, Any]) -> OperatorConfig:
-        return cls(
-            function=wire.get("function"),
-            params=dict(wire.get("params") or {}),
-            version=int(wire.get("version", 1)),
-            state_transform=wire.get("stateTransform"),
-        )
+def tag_columns(function_operators: int) -> tuple[str, ...]:
+    return tuple(tag_column(k) for k in range(max(function_operators, 1)))
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """The configuration(s) for one Arrow batch of an operator.
+@dataclass(frozen=True)
+class Part:
+    """Rows of one batch that run under one selection; `write_tag` names the head's column."""
 
-    `old`/`old_tag` and `new`/`new_tag` are the configuration and the configuration version
-    written into the tag. Without `by_tag_column` every row uses `new`.
-    """
-
-    new: OperatorConfig
-    new_tag: int
-    old: OperatorConfig | None = None
-    old_tag: int = 0
-    by_tag_column: str | None = None
-    switch_at: int = 0  # rows whose head tag is >= this configuration version use `new`
-
-    def uses_new(self, tags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return np.asarray(tags >= self.switch_at)
-
-    @property
-    def mixed(self) -> bool:
-        return self.by_tag_column is not None
+    rows: pd.DataFrame
+    selection: Selection
+    write_tag: str | None
 
 
-def choose(
-    snapshot: Mapping[str, Any],
+def _follows_tag(snapshot: Snapshot, operator: str) -> str | None:
+    """The tag column a non-head of a Fries component reads, else None."""
+    transition = snapshot.transition
+    if transition is None or transition.scheduler != "fries":
+        return None
+    component = transition.component_of(operator)
+    if component is None or operator in component.heads:
+        return None
+    return tag_column(component.id)
+
+
+def newest_tag_needed(snapshot: Snapshot, operator: str, pdf: pd.DataFrame) -> int:
+    """The newest configuration version a row's tag refers to (0 if the rows carry none)."""
+    column = _follows_tag(snapshot, operator)
+    if column is None or column not in pdf.columns or not len(pdf):
+        return 0
+    return int(pdf[column].max())
+
+
+def parts(
+    snapshot: Snapshot,
     operator: str,
+    pdf: pd.DataFrame,
     *,
-    ancestors: Collection[str],
     batch_id: int | None,
-    baseline: Mapping[str, Any] | None = None,
-) -> Choice:
-    """The protocol's table. `ancestors` are the operators upstream of `operator`;
-    `baseline` is the snapshot the query was (re)started with (restart scheduler)."""
-    cv = int(snapshot["configVersion"])
-    current = OperatorConfig.from_wire(snapshot["operators"][operator])
-    transition = snapshot.get("transition")
-    if not transition:
-        return Choice(current, cv)
-    previous_wire = (transition.get("previous") or {}).get(operator)
-    old_cv = int(transition["fromConfigVersion"])
-    new_cv = int(transition["toConfigVersion"])
-    pinned = (snapshot.get("pinnedBatches") or {}).get(str(batch_id))
-    if previous_wire is not None:
-        previous = OperatorConfig.from_wire(previous_wire)
-        if pinned is not None:  # a replayed batch runs under the version it first ran under
-            return Choice(previous, old_cv) if int(pinned) < new_cv else Choice(current, cv)
-        scheduler = transition.get("scheduler", "fries")
-        if scheduler == "epoch":
-            start = transition.get("applyFromBatch")
-            switched = start is not None and batch_id is not None and batch_id >= int(start)
-            return Choice(current, cv) if switched else Choice(previous, old_cv)
-        if scheduler == "restart":
-            started_with = (baseline or snapshot)["operators"].get(operator)
-            started = OperatorConfig.from_wire(started_with) if started_with else current
-            return Choice(started, cv if started == current else old_cv)
-    else:
-        previous = current
-    if transition.get("scheduler", "fries") != "fries":
-        return Choice(current, cv)  # naive: the newest snapshot seen, independently
-    for component in transition.get("components") or ():
-        members = component.get("operators") or ()
-        heads = component.get("heads") or ()
-        if operator not in members or operator in heads:
-            continue
-        head = next((h for h in heads if h in ancestors), None)
-        if head is None or previous is current:
-            break
-        return Choice(
-            new=current,
-            new_tag=cv,
-            old=previous,
-            old_tag=old_cv,
-            by_tag_column=tag_column(head),
-            switch_at=new_cv,
-        )
-    return Choice(current, cv)
+    started_config_version: int | None,
+) -> Iterator[Part]:
+    column = _follows_tag(snapshot, operator)
+    if column is not None and column in pdf.columns:
+        tags = pdf[column]
+        for tag in sorted(tags.unique()):
+            selection = select(
+                snapshot,
+                operator,
+                tag=int(tag),
+                batch_id=batch_id,
+                started_config_version=started_config_version,
+            )
+            yield Part(pdf[tags == tag], selection, None)
+        return
+    selection = select(
+        snapshot, operator, batch_id=batch_id, started_config_version=started_config_version
+    )
+    transition = snapshot.transition
+    component = transition.component_of(operator) if transition is not None else None
+    heads = component is not None and operator in component.heads and selection.tag is not None
+    yield Part(pdf, selection, tag_column(component.id) if heads and component else None)

@@ -10,8 +10,8 @@ Walking the operators in topological order:
   pmod(murmur3(key), bins), fixed by the checkpoint;
 - the source and sink come from `spec.source` / `spec.sink` (sources.py, sinks.py).
 
-Every function operator gets a tag column (choosing.tag_column) in its output schema; the
-wrappers fill it. Supported shapes: one source, a chain of operators, one sink (no fan-out,
+The source is followed by one tag column per possible MCS component (choosing.tag_columns,
+0 = "before any switch"); heads fill them during a Fries transition. Supported shapes: one source, a chain of operators, one sink (no fan-out,
 union or join yet: CompileError names the operator).
 """
 
@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import DoubleType, LongType, StructField, StructType, _parse_datatype_string
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import DoubleType, StructField, StructType, _parse_datatype_string
 
 from swivel.api.dataflow import OperatorKind, OperatorSpec
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.graph import Partitioning
-from swivel.jobs.runtime.feeds import initial_snapshot
+from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
+from swivel.jobs.runtime.choosing import tag_columns
 from swivel.jobs.runtime.functions import emitted_columns, resolve
 from swivel.jobs.runtime.keyed import KeyedOperator
 from swivel.jobs.runtime.operators import (
@@ -56,14 +58,16 @@ class CompiledQuery:
     chain: tuple[str, ...]  # operator names, source first, sink last
 
 
-def job_snapshot(job: StreamJobSpec) -> dict[str, Any]:
-    """The job's configuration version 1, in the snapshot wire form."""
-    return initial_snapshot(
-        {
-            op.name: {"function": op.function, "params": op.params, "version": 1}
+def job_snapshot(job: StreamJobSpec) -> Snapshot:
+    """The job's configuration version 1: every function at version 1, no transition."""
+    return Snapshot(
+        config_version=1,
+        revision=1,
+        operators={
+            op.name: OperatorConfig(op.function, 1, dict(op.params))
             for op in job.dataflow.operators
             if op.function is not None
-        }
+        },
     )
 
 
@@ -138,6 +142,10 @@ def compile_job(
     for key, value in session_conf(job).items():
         spark.conf.set(key, value)
     frame = source if source is not None else build_source(spark, job.source)
+    function_operators = sum(1 for op in chain if op.function is not None)
+    frame = frame.select(
+        "*", *(F.lit(0).cast("long").alias(c) for c in tag_columns(function_operators))
+    )
     allow = settings.allow
     plans: list[OperatorPlan] = []
     pending: list[OperatorRunner] = []
@@ -149,7 +157,6 @@ def compile_job(
             name=op.name,
             keyed=op.kind is OperatorKind.KEYED,
             key=op.key,
-            ancestors=tuple(p.name for p in plans),
             input_columns=tuple(schema.fieldNames()),
             output_columns=tuple(out_schema.fieldNames()),
         )
@@ -195,8 +202,6 @@ def _flush(frame: DataFrame, pending: list[OperatorRunner], schema: StructType) 
 
 
 def _output_schema(schema: StructType, operator: str, emitted_ddl: str) -> StructType:
-    from swivel.jobs.runtime.choosing import tag_column
-
     fields = list(schema.fields)
     names = {f.name for f in fields}
     if emitted_ddl:
@@ -204,9 +209,8 @@ def _output_schema(schema: StructType, operator: str, emitted_ddl: str) -> Struc
         assert isinstance(added, StructType), f"{operator}: @emits needs a column list"
         fields += [f for f in added.fields if f.name not in names]
         names |= {f.name for f in added.fields}
-    for name, data_type in ((tag_column(operator), LongType()), (EMITTED_COLUMN, DoubleType())):
-        if name not in names:
-            fields.append(StructField(name, data_type))
+    if EMITTED_COLUMN not in names:
+        fields.append(StructField(EMITTED_COLUMN, DoubleType()))
     return StructType(fields)
 
 

@@ -28,8 +28,9 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
 from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.compiling import CompiledQuery, compile_job, job_snapshot
-from swivel.jobs.runtime.feeds import Snapshot, SnapshotFeed, StaticFeed
+from swivel.jobs.runtime.feeds import SnapshotFeed, StaticFeed
 from swivel.jobs.runtime.functions import AllowList
 from swivel.jobs.runtime.operators import WorkerSettings
 from swivel.jobs.runtime.sinks import build_sink
@@ -72,15 +73,12 @@ class AgentDriverChannel:
     def report(self, event: Mapping[str, Any]) -> None:
         self._request("POST", "/v1/driver/progress", dict(event))
 
-    def next_action(self, since: int, timeout: float = 20.0) -> Mapping[str, Any] | None:
-        try:
-            return self._request(  # type: ignore[no-any-return]
-                "GET", f"/v1/driver/actions?since={since}&timeout={timeout:g}", timeout=timeout + 5
-            )
-        except urllib.error.HTTPError as error:
-            if error.code == 304:
-                return None
-            raise
+    def actions(self, since: int, timeout: float = 20.0) -> list[Mapping[str, Any]]:
+        """Boundary actions after `since` (long-poll)."""
+        answer = self._request(
+            "GET", f"/v1/driver/actions?since={since}&timeout={timeout:g}", timeout=timeout + 5
+        )
+        return list((answer or {}).get("actions", []))
 
 
 class _ProgressListener(StreamingQueryListener):
@@ -137,7 +135,7 @@ class JobRuntime:
         feed = self.feed or StaticFeed(job_snapshot(self.job))
         if baseline is None:
             baseline = _any_snapshot(feed, self.job)
-        settings = WorkerSettings(feed, self.allow, self.recording_dir, baseline)
+        settings = WorkerSettings(feed, self.allow, self.recording_dir, baseline.config_version)
         self.compiled = compile_job(self.spark, self.job, settings, self.source_override)
         writer = build_sink(self.compiled.frame, self.job.sink, self.name)
         interval = self.job.trigger.interval_ms
@@ -146,6 +144,7 @@ class JobRuntime:
             self._listener = _ProgressListener(self)
             self.spark.streams.addListener(self._listener)
             self._start_threads()
+        self._report_started(next_batch_id(self.checkpoint))
         self.query = writer.option("checkpointLocation", self.checkpoint).start()
         return self.query
 
@@ -161,6 +160,13 @@ class JobRuntime:
         self.progress.append(event)
         if self.agent is not None:
             self._outbox.put(event)
+            # No Python hook runs when a batch starts; with back-to-back triggers the next
+            # batch starts as this one completes, which is what the agent needs to know.
+            self._report_started(int(event["batchId"]) + 1)
+
+    def _report_started(self, batch_id: int) -> None:
+        if self.agent is not None:
+            self._outbox.put({"batchId": batch_id, "event": "started", "at": time.time()})
 
     def _post_progress(self) -> None:
         assert self.agent is not None
@@ -176,15 +182,14 @@ class JobRuntime:
         seq = 0
         while not self._stopping.is_set():
             try:
-                action = self.agent.next_action(seq)
-            except (OSError, urllib.error.URLError):
+                actions = self.agent.actions(seq)
+            except (OSError, ValueError):
                 time.sleep(1.0)
                 continue
-            if not action:
-                continue
-            seq = int(action.get("seq", seq + 1))
-            if action.get("action") == "restart":
-                self.restart()
+            for action in actions:
+                seq = max(seq, int(action.get("seq", seq + 1)))
+                if action.get("action") == "restart":
+                    self.restart()
 
     def batches_completed(self) -> int:
         return len(self.progress)
@@ -233,3 +238,17 @@ class JobRuntime:
 def _any_snapshot(feed: SnapshotFeed, job: StreamJobSpec) -> Snapshot:
     names = [op.name for op in job.dataflow.operators if op.function is not None]
     return feed.current(names[0]) if names else job_snapshot(job)
+
+
+def next_batch_id(checkpoint: str) -> int:
+    """The batch a query started from `checkpoint` runs first: the last planned batch if it
+    never committed (a replay), else the one after the last commit."""
+
+    def ids(folder: str) -> list[int]:
+        path = os.path.join(checkpoint, folder)
+        names = os.listdir(path) if os.path.isdir(path) else []
+        return [int(n) for n in names if n.isdigit()]
+
+    planned, committed = ids("offsets"), ids("commits")
+    last_planned, last_committed = max(planned, default=-1), max(committed, default=-1)
+    return last_planned if last_planned > last_committed else last_committed + 1

@@ -1,12 +1,12 @@
-"""Where a Python worker reads configuration snapshots from.
+"""Where a Python worker reads configuration snapshots from, and sends acks to.
 
 In production the feed is the agent, through the worker-side control client
-(`swivel.jobs.control.client`, a per-process singleton long-polling the agent). Tests and
-local experiments can use a `FileFeed`: the snapshots published so far live in one JSON
-file that every worker re-reads when its mtime changes (a `stat` per check, a few µs), and a
-per-operator `lag` makes one operator see a snapshot later than the others — the way to
-show, deterministically, what the naive scheduler does when switches are not coordinated.
-`StaticFeed` never changes (a job run without an agent).
+(`swivel.jobs.control.client`, a per-process singleton long-polling the agent): `AgentFeed`.
+Tests and local experiments can use a `FileFeed`: the snapshots published so far live in
+one JSON file that every worker re-reads when its mtime changes (a `stat` per check, a few
+µs), and a per-operator `lag` makes one operator see a snapshot later than the others - the
+way to show, deterministically, what the naive scheduler does when switches are not
+coordinated. `StaticFeed` never changes (a job run without an agent).
 
 A feed is pickled into the query's Python functions, so it holds only plain settings; any
 connection or cache is rebuilt lazily in each worker process.
@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-Snapshot = Mapping[str, Any]  # the wire form of docs/control-protocol.md "Snapshot"
+from swivel.jobs.control.snapshots import Snapshot
 
 
 class SnapshotFeed(Protocol):
@@ -30,38 +30,35 @@ class SnapshotFeed(Protocol):
         """The newest snapshot `operator` may see now (from memory; never blocks long)."""
         ...
 
-    def ack(self, acks: Sequence[Mapping[str, Any]]) -> None:
-        """Report that this worker processed data of an operator under a version."""
+    def ack(
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+    ) -> None:
+        """This process ran data of `operator` under `version` for the first time."""
         ...
-
-
-def initial_snapshot(operators: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Configuration version 1: every operator at function version 1, no transition."""
-    return {
-        "configVersion": 1,
-        "operators": {
-            name: {
-                "function": cfg.get("function"),
-                "params": dict(cfg.get("params") or {}),
-                "version": int(cfg.get("version", 1)),
-                "stateTransform": cfg.get("stateTransform"),
-            }
-            for name, cfg in operators.items()
-        },
-        "transition": None,
-    }
 
 
 @dataclass(frozen=True)
 class StaticFeed:
     """One snapshot for the whole run."""
 
-    snapshot: Mapping[str, Any]
+    snapshot: Snapshot
 
     def current(self, operator: str) -> Snapshot:
         return self.snapshot
 
-    def ack(self, acks: Sequence[Mapping[str, Any]]) -> None:
+    def ack(
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+    ) -> None:
         return None
 
 
@@ -69,34 +66,51 @@ class StaticFeed:
 class FileFeed:
     """Snapshots published to a JSON file (`publish`), seen by every worker on its next check.
 
-    `lag` delays what one operator sees, in seconds after publication.
+    `lag` delays, per operator, when a publication becomes visible (seconds).
     """
 
     path: str
     lag: Mapping[str, float] = field(default_factory=dict)
     acks_path: str | None = None
     _mtime: float = field(default=-1.0, repr=False)
-    _published: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _published: list[tuple[float, Snapshot]] = field(default_factory=list, repr=False)
 
     def current(self, operator: str) -> Snapshot:
         try:
-            mtime = os.stat(self.path).st_mtime
+            mtime = os.stat(self.path).st_mtime_ns / 1e9
         except FileNotFoundError:
             mtime = -1.0
         if mtime != self._mtime:
+            entries = json.loads(Path(self.path).read_text()) if mtime >= 0 else []
+            self._published = [(e["at"], Snapshot.from_json(e["snapshot"])) for e in entries]
             self._mtime = mtime
-            self._published = json.loads(Path(self.path).read_text()) if mtime >= 0 else []
         if not self._published:
             raise LookupError(f"no snapshot published in {self.path}")
         visible_before = time.time() - self.lag.get(operator, 0.0)
-        visible = [p for p in self._published if p["at"] <= visible_before]
-        return (visible or self._published[:1])[-1]["snapshot"]  # type: ignore[no-any-return]
+        visible = [s for at, s in self._published if at <= visible_before]
+        return visible[-1] if visible else self._published[0][1]
 
-    def ack(self, acks: Sequence[Mapping[str, Any]]) -> None:
+    def ack(
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+    ) -> None:
         if self.acks_path is None:
             return
+        ack = {
+            "pid": os.getpid(),
+            "operator": operator,
+            "version": version,
+            "configVersion": config_version,
+            "partition": partition,
+            "batchId": batch_id,
+            "at": time.time(),
+        }
         with open(self.acks_path, "a", encoding="utf-8") as sink:
-            sink.write("".join(json.dumps(dict(a)) + "\n" for a in acks))
+            sink.write(json.dumps(ack) + "\n")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "lag": dict(self.lag), "acks_path": self.acks_path}
@@ -105,11 +119,11 @@ class FileFeed:
         self.__init__(**state)  # type: ignore[misc]
 
 
-def publish(path: str | Path, snapshot: Mapping[str, Any]) -> None:
+def publish(path: str | Path, snapshot: Snapshot) -> None:
     """Append `snapshot` to a FileFeed's file atomically (write, then rename)."""
     target = Path(path)
     published = json.loads(target.read_text()) if target.exists() else []
-    published.append({"at": time.time(), "snapshot": dict(snapshot)})
+    published.append({"at": time.time(), "snapshot": snapshot.to_json()})
     temporary = target.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(published))
     os.replace(temporary, target)
@@ -117,24 +131,32 @@ def publish(path: str | Path, snapshot: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class AgentFeed:
-    """The agent, through the per-process control client (`swivel.jobs.control.client`)."""
+    """The agent, through this process's control client; `initial` until it answers."""
 
     url: str
-    token: str | None = None
+    token: str | None
+    initial: Snapshot
+
+    def _client(self) -> Any:
+        # Workers forked by pyspark.daemon inherit the executor's environment, not the
+        # driver's: point the client at the agent before its first use in this process.
+        os.environ.setdefault("SWIVEL_AGENT_URL", self.url)
+        if self.token is not None:
+            os.environ.setdefault("SWIVEL_AGENT_TOKEN", self.token)
+        from swivel.jobs.control import client
+
+        return client
 
     def current(self, operator: str) -> Snapshot:
-        return _control_client(self.url, self.token).current()  # type: ignore[no-any-return]
+        snapshot = self._client().current(operator)
+        return snapshot if snapshot is not None else self.initial
 
-    def ack(self, acks: Sequence[Mapping[str, Any]]) -> None:
-        _control_client(self.url, self.token).ack(list(acks))
-
-
-def _control_client(url: str, token: str | None) -> Any:
-    # The client reads its agent from the environment; in a worker forked by pyspark.daemon
-    # the environment is the executor's, so set it from the pickled settings before first use.
-    os.environ.setdefault("SWIVEL_AGENT_URL", url)
-    if token is not None:
-        os.environ.setdefault("SWIVEL_AGENT_TOKEN", token)
-    from swivel.jobs.control import client
-
-    return client
+    def ack(
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+    ) -> None:
+        self._client().ack(operator, version, config_version, partition, batch_id)

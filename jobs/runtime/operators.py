@@ -2,7 +2,7 @@
 
 Each Arrow batch (a `mapInPandas` chunk, or a key group's chunk in
 `transformWithStateInPandas`) is one check: the wrapper reads the newest snapshot from its
-feed (µs, from memory), asks `choosing.choose` which configuration applies, runs the
+feed (µs, from memory), asks `choosing.parts` (the protocol's selection) which configuration applies, runs the
 function once per configuration the rows need, writes its tag column, acknowledges the
 first use of a function version in this process, and records `process` events when
 recording is on. A switch therefore happens between two Arrow batches of a running
@@ -24,15 +24,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
-from swivel.jobs.runtime.choosing import Choice, OperatorConfig, choose, tag_column
-from swivel.jobs.runtime.feeds import Snapshot, SnapshotFeed
+from swivel.jobs.control.snapshots import OperatorConfig
+from swivel.jobs.runtime.choosing import Part, newest_tag_needed, parts
+from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.functions import AllowList, FunctionRefused, resolve
 
 RECORD_COLUMN = "_swivel_record"
@@ -49,13 +50,8 @@ class OperatorPlan:
     name: str
     keyed: bool
     key: str | None
-    ancestors: tuple[str, ...]
     input_columns: tuple[str, ...]
     output_columns: tuple[str, ...]
-
-    @property
-    def tag(self) -> str:
-        return tag_column(self.name)
 
 
 @dataclass
@@ -65,10 +61,10 @@ class WorkerSettings:
     feed: SnapshotFeed
     allow: AllowList = field(default_factory=AllowList)
     recording_dir: str | None = None
-    baseline: Snapshot | None = None  # the snapshot the query was (re)started with
+    started_config_version: int | None = None  # the restart scheduler's "started with"
 
 
-_acked: set[tuple[str, int]] = set()  # per process: (operator, version) already acknowledged
+_acked: set[tuple[str, int, int]] = set()  # per process: acks already sent
 _refused: set[str] = set()
 
 
@@ -90,28 +86,24 @@ class OperatorRunner:
         self.settings = settings
         self._last_good: OperatorConfig | None = None
 
-    # --- choosing -----------------------------------------------------------------------
-
-    def choice_for(self, pdf: pd.DataFrame, batch_id: int | None) -> Choice:
-        snapshot = self.settings.feed.current(self.plan.name)
-        choice = self._choose(snapshot, batch_id)
-        if choice.by_tag_column is not None and len(pdf):
-            newest_tag = int(pdf[choice.by_tag_column].max())
-            deadline = time.monotonic() + WAIT_FOR_TAGGED_SNAPSHOT_S
-            # A head already ran rows under a configuration this worker has not seen yet.
-            while int(snapshot["configVersion"]) < newest_tag and time.monotonic() < deadline:
-                time.sleep(0.002)
-                snapshot = self.settings.feed.current(self.plan.name)
-                choice = self._choose(snapshot, batch_id)
-        return choice
-
-    def _choose(self, snapshot: Snapshot, batch_id: int | None) -> Choice:
-        return choose(
-            snapshot,
-            self.plan.name,
-            ancestors=self.plan.ancestors,
-            batch_id=batch_id,
-            baseline=self.settings.baseline,
+    def parts(self, pdf: pd.DataFrame, batch_id: int | None) -> list[Part]:
+        """The check: read the newest snapshot, split the rows by the configuration they need."""
+        feed, name = self.settings.feed, self.plan.name
+        snapshot = feed.current(name)
+        needed = newest_tag_needed(snapshot, name, pdf)
+        deadline = time.monotonic() + WAIT_FOR_TAGGED_SNAPSHOT_S
+        # A head already ran rows under a configuration this worker has not seen yet.
+        while snapshot.config_version < needed and time.monotonic() < deadline:
+            time.sleep(0.002)
+            snapshot = feed.current(name)
+        return list(
+            parts(
+                snapshot,
+                name,
+                pdf,
+                batch_id=batch_id,
+                started_config_version=self.settings.started_config_version,
+            )
         )
 
     def function(self, config: OperatorConfig) -> tuple[Any, OperatorConfig]:
@@ -131,35 +123,20 @@ class OperatorRunner:
         self._last_good = config
         return function, config
 
-    # --- running ------------------------------------------------------------------------
-
-    def parts(
-        self, pdf: pd.DataFrame, choice: Choice
-    ) -> Iterator[tuple[pd.DataFrame, OperatorConfig, int]]:
-        """The rows to run under each configuration, old rows first."""
-        if choice.by_tag_column is None or choice.old is None:
-            yield pdf, choice.new, choice.new_tag
-            return
-        uses_new = choice.uses_new(pdf[choice.by_tag_column].to_numpy())
-        if not uses_new.all():
-            yield pdf[~uses_new], choice.old, choice.old_tag
-        if uses_new.any():
-            yield pdf[uses_new], choice.new, choice.new_tag
-
-    def finish(  # noqa: PLR0917
+    def finish(
         self,
         out: pd.DataFrame,
-        rows_in: pd.DataFrame,
-        config: OperatorConfig,
-        tag: int,
-        batch_id: int | None,
-        partition: int | None,
+        part: Part,
+        used: OperatorConfig,
+        position: tuple[int | None, int | None],
     ) -> pd.DataFrame:
-        out = self._with_system_columns(out, rows_in)
-        out[self.plan.tag] = tag
+        out = self._with_system_columns(out, part.rows)
+        if part.write_tag is not None and part.selection.tag is not None:
+            out[part.write_tag] = part.selection.tag
         out[EMITTED_COLUMN] = time.time()
-        self._acknowledge(config, tag, batch_id, partition)
-        self._record(rows_in, config, batch_id)
+        batch_id, partition = position
+        self._acknowledge(used, part.selection.config_version, batch_id, partition)
+        self._record(part.rows, used, batch_id)
         return out.loc[:, list(self.plan.output_columns)]
 
     def _with_system_columns(self, out: pd.DataFrame, rows_in: pd.DataFrame) -> pd.DataFrame:
@@ -176,32 +153,30 @@ class OperatorRunner:
         return out.copy() if out is rows_in else out
 
     def _acknowledge(
-        self, config: OperatorConfig, tag: int, batch_id: int | None, partition: int | None
+        self,
+        config: OperatorConfig,
+        config_version: int,
+        batch_id: int | None,
+        partition: int | None,
     ) -> None:
-        seen = (self.plan.name, config.version)
+        seen = (self.plan.name, config.version, config_version)
         if seen in _acked:
             return
         _acked.add(seen)
-        ack = {
-            "pid": os.getpid(),
-            "operator": self.plan.name,
-            "version": config.version,
-            "configVersion": tag,
-            "partition": partition,
-            "batchId": batch_id,
-            "at": time.time(),
-        }
         try:
-            self.settings.feed.ack([ack])
+            self.settings.feed.ack(
+                self.plan.name, config.version, config_version, partition, batch_id
+            )
         except Exception as error:  # an unreachable agent must not stop the data path
             print(f"swivel: ack failed: {error}", file=sys.stderr)
 
     def _record(self, rows_in: pd.DataFrame, config: OperatorConfig, batch_id: int | None) -> None:
+        # The format of swivel.jobs.control.recording (one file per process), plus the batch.
         directory = self.settings.recording_dir
         if directory is None or not len(rows_in):
             return
-        prefix = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version},"batch":{json.dumps(batch_id)},"record":'
-        lines = "".join(prefix + json.dumps(str(r)) + "}\n" for r in rows_in[RECORD_COLUMN])
+        head = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version},"batch":{json.dumps(batch_id)},"record":'
+        lines = "".join(head + json.dumps(str(r)) + "}\n" for r in rows_in[RECORD_COLUMN])
         with open(Path(directory) / f"process-{os.getpid()}.jsonl", "a", encoding="utf-8") as log:
             log.write(lines)
 
@@ -221,12 +196,11 @@ def run_stateless_chain(
 def _run_stateless(
     runner: OperatorRunner, pdf: pd.DataFrame, batch_id: int | None, partition: int | None
 ) -> pd.DataFrame:
-    choice = runner.choice_for(pdf, batch_id)
     outputs = []
-    for rows, config, tag in runner.parts(pdf, choice):
-        function, used = runner.function(config)
-        out = function(rows, **dict(used.params))
-        outputs.append(runner.finish(out, rows, used, tag, batch_id, partition))
+    for part in runner.parts(pdf, batch_id):
+        function, used = runner.function(part.selection.config)
+        out = function(part.rows, **dict(used.params))
+        outputs.append(runner.finish(out, part, used, (batch_id, partition)))
     if len(outputs) == 1:
         return outputs[0]
     return pd.concat(outputs, ignore_index=True)
@@ -254,13 +228,12 @@ def run_keyed_group(
     batch_id, partition = _task_position()
     for chunk in chunks:
         chunk.columns = list(runner.plan.input_columns)  # see compiling: TWS renames `_x`
-        choice = runner.choice_for(chunk, batch_id)
         outputs = []
-        for rows, config, tag in runner.parts(chunk, choice):
-            function, used = runner.function(config)
+        for part in runner.parts(chunk, batch_id):
+            function, used = runner.function(part.selection.config)
             _transform_once(runner, state, used)
-            out, state.value = function(key, rows, state.value, **dict(used.params))
-            outputs.append(runner.finish(out, rows, used, tag, batch_id, partition))
+            out, state.value = function(key, part.rows, state.value, **dict(used.params))
+            outputs.append(runner.finish(out, part, used, (batch_id, partition)))
         yield outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
 
 
@@ -286,7 +259,3 @@ def decode_state(stored: tuple[Any, ...] | None) -> KeyState:
     if stored is None:
         return KeyState({}, 0, fresh=True)
     return KeyState(json.loads(stored[0]), int(stored[1]))
-
-
-def params_of(config: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(config.get("params") or {})

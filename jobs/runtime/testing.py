@@ -15,6 +15,7 @@ per micro-batch, the sink by an in-memory table, and the trigger runs batches ba
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ from swivel.api.streamjob import (
     StreamJobSpec,
     TriggerSpec,
 )
+from swivel.controllers.checker import Verdict, check_schedule, parse_schedule
+from swivel.controllers.mcs import plan_mcs
+from swivel.jobs.control.recording import merge_schedule, record_update
+from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.driver import JobRuntime
 from swivel.jobs.runtime.feeds import SnapshotFeed
 
@@ -83,3 +88,92 @@ def run_for_batches(
     finally:
         runtime.stop()
     return memory_rows(spark, test_job)
+
+
+def start_bounded(
+    spark: SparkSession,
+    job: StreamJobSpec,
+    workdir: str | Path,
+    *,
+    rows_per_batch: int = 100,
+    feed: SnapshotFeed | None = None,
+    recording_dir: str | None = None,
+) -> JobRuntime:
+    """Start `job` (bounded source, memory sink) and return its runtime; stop it yourself."""
+    runtime = JobRuntime(
+        bounded(job, rows_per_batch),
+        spark,
+        checkpoint=str(Path(workdir) / "checkpoint"),
+        feed=feed,
+        recording_dir=recording_dir,
+    )
+    runtime.start()
+    return runtime
+
+
+def with_transition(
+    before: Snapshot,
+    updates: Mapping[str, Mapping[str, Any]],
+    *,
+    scheduler: str = "fries",
+    components: Sequence[tuple[Sequence[str], Sequence[str]]] = (),
+    apply_from_batch: int | None = None,
+    transition_id: str = "test",
+) -> Snapshot:
+    """The snapshot an agent would publish for `updates` ({operator: {function?, params?,
+    stateTransform?}}): each target's function version + 1, `components` as (heads, members)."""
+    operators = dict(before.operators)
+    for name, change in updates.items():
+        old = operators[name]
+        operators[name] = OperatorConfig(
+            function=change.get("function", old.function),
+            version=old.version + 1,
+            params=dict(change.get("params", old.params)),
+            state_transform=change.get("stateTransform"),
+        )
+    transition = Transition(
+        id=transition_id,
+        scheduler=scheduler,
+        from_config_version=before.config_version,
+        to_config_version=before.config_version + 1,
+        previous={name: before.operators[name] for name in updates},
+        components=tuple(
+            Component(id=k, heads=tuple(heads), operators=tuple(members))
+            for k, (heads, members) in enumerate(components)
+        ),
+        apply_from_batch=apply_from_batch,
+    )
+    return Snapshot(
+        config_version=before.config_version + 1,
+        operators=operators,
+        revision=before.revision + 1,
+        transition=transition,
+    )
+
+
+def mcs_components(job: StreamJobSpec, targets: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """(heads, members) of each Fries component the planner finds for `targets`."""
+    plan = plan_mcs(job.dataflow.to_planner(), tuple(targets))
+    return [(list(c.heads), list(c.operators)) for c in plan.components]
+
+
+def record_transition(
+    directory: str | Path, before: Snapshot, after: Snapshot, txn: int = 0
+) -> None:
+    """Write the `update` events the agent writes when it accepts a plan."""
+    assert after.transition is not None
+    for name in after.transition.previous:
+        record_update(
+            Path(directory),
+            name,
+            before.operators[name].version,
+            after.operators[name].version,
+            txn,
+        )
+
+
+def check_recorded(directory: str | Path) -> Verdict:
+    """Merge the recorded schedule in `directory` and run the consistency checker on it."""
+    merged = merge_schedule(Path(directory))
+    with merged.open(encoding="utf-8") as lines:
+        return check_schedule(parse_schedule(lines))

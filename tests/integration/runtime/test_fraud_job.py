@@ -6,22 +6,26 @@ from pathlib import Path
 
 import pytest
 
-from swivel.api.manifests import load_streamjob
-from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.runtime.compiling import linear_chain
 from swivel.jobs.runtime.testing import run_for_batches
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
 
 pytestmark = pytest.mark.spark
 
 
-def fraud_job() -> StreamJobSpec:
-    return load_streamjob(EXAMPLE).spec
+def test_the_example_manifest_is_one_chain(example_job) -> None:
+    chain = [op.name for op in linear_chain(example_job)]
+    assert chain == [
+        "payments",
+        "parse",
+        "customer-detector",
+        "merchant-detector",
+        "combine",
+        "alerts",
+    ]
 
 
-def test_the_fraud_job_runs_and_scores_every_payment(spark, tmp_path: Path) -> None:
-    job = fraud_job()
-    rows = run_for_batches(spark, job, tmp_path, batches=2, rows_per_batch=40)
+def test_the_fraud_job_runs_and_scores_every_payment(spark, fraud_job, tmp_path: Path) -> None:
+    rows = run_for_batches(spark, fraud_job, tmp_path, batches=2, rows_per_batch=40)
     assert len(rows) >= 80 and len(rows) % 40 == 0
     ids = [row["_swivel_record"] for row in rows]
     assert len(set(ids)) == len(ids)
@@ -30,3 +34,4 @@ def test_the_fraud_job_runs_and_scores_every_payment(spark, tmp_path: Path) -> N
     for row in rows:
         assert row["fraud"] == (row["customer_flag"] or row["merchant_flag"])
         assert row["amount_cents"] == round(row["amount"] * 100)
+        assert row["_swivel_emitted_at"] >= row["_swivel_ts"].timestamp() - 1

@@ -1,0 +1,86 @@
+"""Function updates observed inside a running micro-batch (Fries on micro-batches)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from swivel.jobs.runtime.compiling import job_snapshot
+from swivel.jobs.runtime.feeds import FileFeed, publish
+from swivel.jobs.runtime.testing import (
+    memory_rows,
+    record_transition,
+    start_bounded,
+    with_transition,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def process_events(directory: Path) -> list[dict]:
+    events = []
+    for path in directory.glob("process-*.jsonl"):
+        text = path.read_text()
+        events += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+    return events
+
+
+def wait_until(condition, timeout: float = 90.0, step: float = 0.005) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(step)
+
+
+def test_a_function_update_is_seen_within_one_running_micro_batch(
+    spark, make_labelling_job, tmp_path: Path
+) -> None:
+    job = make_labelling_job(delay_ms=40)  # 1000 rows/batch, 50 per Arrow batch: ~0.5 s/batch
+    feed_path, schedule = tmp_path / "feed.json", tmp_path / "schedule"
+    schedule.mkdir()
+    before = job_snapshot(job)
+    publish(feed_path, before)
+    feed = FileFeed(str(feed_path), acks_path=str(tmp_path / "acks.jsonl"))
+    runtime = start_bounded(
+        spark, job, tmp_path, rows_per_batch=1000, feed=feed, recording_dir=str(schedule)
+    )
+    try:
+        runtime.wait_for_batches(1)
+
+        def mid_batch() -> bool:  # some, not all, rows of a batch after the first processed
+            per_batch = defaultdict(int)
+            for event in process_events(schedule):
+                per_batch[event["batch"]] += 1
+            return any(b >= 1 and 0 < n <= 500 for b, n in per_batch.items())
+
+        wait_until(mid_batch)
+        after = with_transition(
+            before,
+            {"label": {"params": {"label": "v2", "delay_ms": 40}}},
+            components=[(["label"], ["label"])],
+        )
+        published_at = time.time()
+        publish(feed_path, after)
+        record_transition(schedule, before, after)
+        wait_until(lambda: runtime.batches_completed() >= 4)
+    finally:
+        runtime.stop()
+    versions_by_batch = defaultdict(set)
+    for event in process_events(schedule):
+        versions_by_batch[event["batch"]].add(event["version"])
+    assert any(versions == {1, 2} for versions in versions_by_batch.values()), versions_by_batch
+    labels = {row["label"] for row in memory_rows(spark, runtime.job)}
+    assert labels == {"v1", "v2"}
+    acks = [json.loads(line) for line in (tmp_path / "acks.jsonl").read_text().splitlines()]
+    switched = [a["at"] for a in acks if a["version"] == 2]
+    assert switched, acks
+    delay_ms = (min(switched) - published_at) * 1000
+    print(
+        f"switch delay: first worker {delay_ms:.1f} ms, last {(max(switched) - published_at) * 1000:.1f} ms"
+    )
+    assert delay_ms < 500  # one Arrow batch (~40 ms) plus scheduling noise
