@@ -12,11 +12,12 @@ import enum
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from swivel.api.base import ApiModel, Disruption
 from swivel.api.conditions import Condition
 from swivel.api.dataflow import DataflowSpec
+from swivel.api.errors import semantic_error
 
 API_GROUP = "swivel.dev"
 API_VERSION = "v1alpha1"
@@ -106,6 +107,14 @@ class AimdPolicySpec(ApiModel):
     upper_overhead: float = Field(default=0.10, ge=0.0, le=1.0)
     min_interval_ms: int = Field(default=100, ge=0)
     max_interval_ms: int = Field(default=10_000, ge=1)
+
+    @model_validator(mode="after")
+    def _bands_are_ordered(self) -> AimdPolicySpec:
+        if self.lower_overhead >= self.upper_overhead:
+            raise semantic_error("lowerOverhead", "must be below upperOverhead")
+        if self.min_interval_ms > self.max_interval_ms:
+            raise semantic_error("minIntervalMs", "must not exceed maxIntervalMs")
+        return self
 
 
 class PoliciesSpec(ApiModel):

@@ -215,3 +215,9 @@ def test_set_condition_keeps_transition_time_while_status_is_unchanged() -> None
     assert (
         len(conditions) == 1 and conditions[0].last_transition_time == flipped.last_transition_time
     )
+
+
+def test_aimd_band_must_be_ordered() -> None:
+    document = job(SRC)
+    document["spec"]["policies"] = {"aimd": {"lowerOverhead": 0.2, "upperOverhead": 0.1}}
+    assert problems(document) == ["spec.policies.aimd.lowerOverhead: must be below upperOverhead"]
