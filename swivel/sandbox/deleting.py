@@ -186,11 +186,14 @@ def _pod_grace(endpoint: Endpoint, obj: JsonObject, options: JsonObject) -> int:
 
 
 def _dependents(registry: Registry, owner_uid: str) -> list[tuple[ResourceType, JsonObject]]:
-    found = []
-    for key, obj in registry.store.everything():
+    def owned(obj: JsonObject) -> bool:
         refs = obj["metadata"].get("ownerReferences") or []
+        return any(ref.get("uid") == owner_uid for ref in refs)
+
+    found = []
+    for key, obj in registry.store.find(owned):
         resource_type = registry.catalogue.get(key)
-        if resource_type is not None and any(ref.get("uid") == owner_uid for ref in refs):
+        if resource_type is not None:
             found.append((resource_type, obj))
     return found
 
@@ -199,7 +202,7 @@ def _collect_dependents(registry: Registry, owner_uid: str) -> None:
     dependents = _dependents(registry, owner_uid)
     if not dependents:
         return
-    alive = {obj["metadata"]["uid"] for _, obj in registry.store.everything()}
+    alive = registry.store.uids()
     for resource_type, obj in dependents:
         owners = {ref.get("uid") for ref in obj["metadata"].get("ownerReferences") or []}
         if not owners & alive:

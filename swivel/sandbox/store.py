@@ -17,7 +17,7 @@ import asyncio
 import builtins
 import copy
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -124,15 +124,21 @@ class Store:
         return sum(1 for ns, _ in bucket if namespace is None or ns == namespace)
 
     def in_namespace(self, namespace: str) -> Iterable[tuple[ResourceKey, JsonObject]]:
-        for key, bucket in list(self._objects.items()):
-            for (ns, _), obj in list(bucket.items()):
-                if ns == namespace:
-                    yield key, copy.deepcopy(obj)
+        return self.find(lambda obj: obj["metadata"].get("namespace", "") == namespace)
 
-    def everything(self) -> Iterable[tuple[ResourceKey, JsonObject]]:
+    def find(
+        self, predicate: Callable[[JsonObject], bool]
+    ) -> Iterable[tuple[ResourceKey, JsonObject]]:
+        """Copies of every stored object `predicate` accepts (it sees the stored object)."""
         for key, bucket in list(self._objects.items()):
             for obj in list(bucket.values()):
-                yield key, copy.deepcopy(obj)
+                if predicate(obj):
+                    yield key, copy.deepcopy(obj)
+
+    def uids(self) -> set[str]:
+        return {
+            obj["metadata"]["uid"] for bucket in self._objects.values() for obj in bucket.values()
+        }
 
     # Writing: one new resourceVersion per write, recorded and broadcast.
 
