@@ -17,17 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from swivel.controllers.errors import PlanningError
+
 Assignment = Mapping[int, str]
 """Bin -> executor id. Total over `0..n-1`: every bin lives on exactly one executor."""
 
 
-class AssignmentError(ValueError):
+class AssignmentError(PlanningError):
     """A placement or a move that cannot be applied. `field` names where the problem is."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def validate_assignment(

@@ -14,14 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from swivel.controllers.errors import PlanningError
 
-class FluxInputError(ValueError):
+
+class FluxInputError(PlanningError):
     """Statistics that do not describe one consistent placement. `field` says where."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from swivel.controllers.errors import PlanningError
+
 
 class Partitioning(enum.StrEnum):
     """How the tuples on an edge are routed between the workers of its two operators."""
@@ -31,13 +33,8 @@ class Cardinality(enum.StrEnum):
     ONE_TO_MANY = "one-to-many"
 
 
-class GraphError(ValueError):
+class GraphError(PlanningError):
     """A dataflow that is not a well-formed DAG. `field` names where the problem is."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

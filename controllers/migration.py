@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .assignments import Assignment, changed_bins, validate_same_bins
+from .errors import PlanningError
 
 
 class Strategy(enum.StrEnum):
@@ -43,13 +44,8 @@ class Strategy(enum.StrEnum):
     BATCHED = "batched"
 
 
-class MigrationError(ValueError):
+class MigrationError(PlanningError):
     """Plan parameters that make no sense. `field` names the parameter."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
