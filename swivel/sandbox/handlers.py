@@ -97,6 +97,7 @@ async def _collection(
             send_initial_events=query.get("sendInitialEvents", "").lower() in TRUE,
             labels=labels,
             fields=fields,
+            as_table=tables.wanted(request.headers.get("Accept", "")),
         )
         return await watching.stream(request, registry, watch, request.app[BOOKMARK_INTERVAL])
     if request.method == "GET":

@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from swivel.sandbox import tables
 from swivel.sandbox.errors import ApiError
 from swivel.sandbox.registry import Registry
 from swivel.sandbox.resources import Endpoint
@@ -45,6 +46,7 @@ class WatchRequest:
     send_initial_events: bool = False
     labels: str | None = None
     fields: str | None = None
+    as_table: bool = False  # kubectl get -w: each object as a one-row Table
 
 
 def translate(event: StoredEvent, matches: Matcher, endpoint: Endpoint) -> JsonObject | None:
@@ -99,6 +101,8 @@ async def stream(
     await response.prepare(request)
 
     async def send(event: JsonObject) -> None:
+        if watch.as_table and event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+            event = {**event, "object": tables.render(registry, event["object"])}
         await response.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
 
     subscription = registry.watch(endpoint)
