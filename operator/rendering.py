@@ -1,0 +1,460 @@
+"""Rendering a StreamJob into the Kubernetes objects that run it: pure functions, plain dicts.
+
+One StreamJob owns: the driver Pod (the Spark container running the job runtime, and the
+agent sidecar), a Service for the driver and agent ports, a ConfigMap with the job manifest
+(what both containers read), a Secret with the agent token, the ServiceAccount, Role and
+RoleBinding the driver needs to manage its executors, and a ConfigMap with the executor pod
+template Spark on Kubernetes creates executors from. docs/operator.md states the contract.
+
+Nothing here talks to a cluster or reads the clock; the token is an argument (generated once
+by the caller and kept across reconciles). Owner references are rendered here rather than by
+`kopf.adopt`, which would also copy every label of the StreamJob onto its children (an
+`argocd.argoproj.io/instance` label copied that way makes Argo CD claim them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJob, StreamJobSpec
+
+Manifest = dict[str, Any]
+
+AGENT_PORT = 8470
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040
+CONFIG_DIR = "/etc/swivel"
+JOB_FILE = "job.yaml"
+EXECUTOR_TEMPLATE_DIR = "/etc/swivel/executor"
+EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"
+TOKEN_DIR = "/var/run/swivel/agent-token"
+TOKEN_KEY = "token"
+STATE_DIR = "/var/lib/swivel"
+AGENT_STATE_DIR = f"{STATE_DIR}/agent"
+CHECKPOINT_ROOT = f"{STATE_DIR}/checkpoints"
+RUN_AS_USER = 1000
+AGENT_RESOURCES = {
+    "requests": {"cpu": "50m", "memory": "96Mi"},
+    "limits": {"memory": "256Mi"},
+}
+JOB_LABEL = f"{API_GROUP}/job"
+AUTOMATIC_LABEL = f"{API_GROUP}/automatic"
+TRIGGER_LABEL = f"{API_GROUP}/trigger"
+RESTART_HASH_ANNOTATION = f"{API_GROUP}/restart-hash"
+MAX_SERVICE_NAME = 63
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The StreamJob as an owner reference: enough to render children without a client."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def reference(self) -> Manifest:
+        return {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": "StreamJob",
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every child's name, derived from the job's name only (stable across reconciles)."""
+
+    job: str
+
+    @property
+    def driver_pod(self) -> str:
+        return f"{self.job}-driver"
+
+    @property
+    def service(self) -> str:
+        return f"{self.job}-driver"
+
+    @property
+    def job_config(self) -> str:
+        return f"{self.job}-job"
+
+    @property
+    def executor_template(self) -> str:
+        return f"{self.job}-executor-template"
+
+    @property
+    def token_secret(self) -> str:
+        return f"{self.job}-agent-token"
+
+    @property
+    def service_account(self) -> str:
+        return f"{self.job}-driver"
+
+    def service_host(self, namespace: str) -> str:
+        return f"{self.service}.{namespace}.svc"
+
+    def agent_url(self, namespace: str) -> str:
+        return f"http://{self.service_host(namespace)}:{AGENT_PORT}"
+
+
+def name_problems(name: str) -> list[str]:
+    """Why a job name cannot be rendered (a Service name is a 63-character DNS label)."""
+    service = Names(name).service
+    if len(service) > MAX_SERVICE_NAME:
+        return [f"too long: the driver Service {service!r} must be at most 63 characters"]
+    return []
+
+
+def labels(job: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "swivel",
+        "app.kubernetes.io/instance": job,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "swivel-operator",
+        JOB_LABEL: job,
+    }
+
+
+def _metadata(name: str, owner: Owner, component: str, **extra: Any) -> Manifest:
+    return {
+        "name": name,
+        "namespace": owner.namespace,
+        "labels": labels(owner.name, component),
+        "ownerReferences": [owner.reference()],
+        **extra,
+    }
+
+
+def spark_conf(job: StreamJob, owner: Owner) -> dict[str, str]:
+    """Spark on Kubernetes settings the operator owns, over the user's `spec.sparkConf`."""
+    spec, names = job.spec, Names(owner.name)
+    return {
+        **spec.spark_conf,
+        "spark.master": "k8s://https://kubernetes.default.svc",
+        "spark.submit.deployMode": "client",
+        "spark.app.name": owner.name,
+        "spark.kubernetes.namespace": owner.namespace,
+        "spark.kubernetes.driver.pod.name": names.driver_pod,
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": names.service_account,
+        "spark.kubernetes.executor.podTemplateFile": f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}",
+        "spark.kubernetes.executor.podTemplateContainerName": "executor",
+        "spark.driver.host": names.service_host(owner.namespace),
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.executor.instances": str(spec.executor.instances),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": _jvm_memory(spec.executor.memory),
+    }
+
+
+def job_manifest(job: StreamJob, owner: Owner) -> Manifest:
+    """The StreamJob the containers read: the spec with Kubernetes Spark settings merged in."""
+    spec = job.spec.model_copy(update={"spark_conf": spark_conf(job, owner)})
+    if spec.checkpoint.location is None:
+        checkpoint = spec.checkpoint.model_copy(
+            update={"location": f"{CHECKPOINT_ROOT}/{owner.name}"}
+        )
+        spec = spec.model_copy(update={"checkpoint": checkpoint})
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "StreamJob",
+        "metadata": {"name": owner.name, "namespace": owner.namespace},
+        "spec": spec.to_manifest(),
+    }
+
+
+def render_job_config(job: StreamJob, owner: Owner) -> Manifest:
+    document = yaml.safe_dump(job_manifest(job, owner), sort_keys=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(Names(owner.name).job_config, owner, "config"),
+        "data": {JOB_FILE: document},
+    }
+
+
+def render_token_secret(owner: Owner, token: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(Names(owner.name).token_secret, owner, "agent"),
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
+def render_service(owner: Owner) -> Manifest:
+    selector = {JOB_LABEL: owner.name, "app.kubernetes.io/component": "driver"}
+    ports = [
+        ("driver-rpc", DRIVER_PORT),
+        ("blockmanager", BLOCK_MANAGER_PORT),
+        ("spark-ui", UI_PORT),
+        ("agent", AGENT_PORT),
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(Names(owner.name).service, owner, "driver"),
+        "spec": {
+            # Headless: executors reach the driver by its stable DNS name, port for port.
+            "clusterIP": "None",
+            "selector": selector,
+            "ports": [
+                {"name": name, "port": port, "targetPort": port, "protocol": "TCP"}
+                for name, port in ports
+            ],
+        },
+    }
+
+
+def render_service_account(owner: Owner) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(Names(owner.name).service_account, owner, "driver"),
+    }
+
+
+DRIVER_RULES: tuple[Manifest, ...] = (
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+        "verbs": [
+            "create",
+            "get",
+            "list",
+            "watch",
+            "patch",
+            "update",
+            "delete",
+            "deletecollection",
+        ],
+    },
+)
+
+
+def render_role(owner: Owner) -> Manifest:
+    """What Spark's driver does with executors: create, watch and delete their pods."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(Names(owner.name).service_account, owner, "driver"),
+        "rules": [dict(rule) for rule in DRIVER_RULES],
+    }
+
+
+def render_role_binding(owner: Owner) -> Manifest:
+    name = Names(owner.name).service_account
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(name, owner, "driver"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": owner.namespace}],
+    }
+
+
+def _agent_env(owner: Owner) -> list[Manifest]:
+    names = Names(owner.name)
+    token = {"secretKeyRef": {"name": names.token_secret, "key": TOKEN_KEY}}
+    return [
+        {"name": "SWIVEL_JOB_NAME", "value": owner.name},
+        # Through the Service, so the same URL works from the driver and from executors
+        # (the runtime hands it to Python workers with spark.executorEnv.*).
+        {"name": "SWIVEL_AGENT_URL", "value": names.agent_url(owner.namespace)},
+        {"name": "SWIVEL_AGENT_TOKEN", "valueFrom": token},
+    ]
+
+
+def _container_security() -> Manifest:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _resources(cores: int, memory: str) -> Manifest:
+    return {"requests": {"cpu": str(cores), "memory": memory}, "limits": {"memory": memory}}
+
+
+def render_executor_template(job: StreamJob, owner: Owner) -> Manifest:
+    """The executor pod template (a Pod manifest in a ConfigMap) Spark starts executors from."""
+    spec = job.spec
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": labels(owner.name, "executor")},
+        "spec": {
+            "securityContext": _pod_security(),
+            "containers": [
+                {
+                    "name": "executor",
+                    "image": spec.image,
+                    "env": _agent_env(owner),
+                    "resources": _resources(spec.executor.cores, spec.executor.memory),
+                    "securityContext": _container_security(),
+                }
+            ],
+        },
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(Names(owner.name).executor_template, owner, "executor"),
+        "data": {EXECUTOR_TEMPLATE_FILE: yaml.safe_dump(pod, sort_keys=False)},
+    }
+
+
+def _pod_security() -> Manifest:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def restart_view(spec: StreamJobSpec) -> Manifest:
+    """The spec without the fields that change live (function, params, executor count,
+    policies): what a running driver cannot take without a restart."""
+    view = spec.to_manifest()
+    view.get("executor", {}).pop("instances", None)
+    view.pop("policies", None)
+    for operator in view["dataflow"]["operators"]:
+        operator.pop("function", None)
+        operator.pop("params", None)
+    return view
+
+
+def restart_hash(spec: StreamJobSpec) -> str:
+    canonical = json.dumps(restart_view(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
+    spec, names = job.spec, Names(owner.name)
+    job_path = f"{CONFIG_DIR}/{JOB_FILE}"
+    mounts = [
+        {"name": "job-config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "state", "mountPath": STATE_DIR},
+    ]
+    spark = {
+        "name": "spark",
+        "image": spec.image,
+        "command": ["swivel", "driver", "--job-config", job_path],
+        "env": [
+            *_agent_env(owner),
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
+        "ports": [
+            {"name": "driver-rpc", "containerPort": DRIVER_PORT},
+            {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
+            {"name": "spark-ui", "containerPort": UI_PORT},
+        ],
+        "resources": _resources(spec.driver.cores, spec.driver.memory),
+        "volumeMounts": [
+            *mounts,
+            {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True},
+        ],
+        "securityContext": _container_security(),
+    }
+    probe_path = {"port": "agent", "path": "/healthz"}
+    agent = {
+        "name": "agent",
+        "image": spec.image,
+        "command": [
+            "swivel",
+            "agent",
+            "--job",
+            job_path,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(AGENT_PORT),
+            "--state-dir",
+            AGENT_STATE_DIR,
+        ],
+        "env": [
+            {"name": "SWIVEL_AGENT_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
+            {"name": "SWIVEL_AGENT_STATE_DIR", "value": AGENT_STATE_DIR},
+        ],
+        "ports": [{"name": "agent", "containerPort": AGENT_PORT}],
+        "livenessProbe": {"httpGet": probe_path, "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {**probe_path, "path": "/readyz"}, "periodSeconds": 5},
+        "resources": AGENT_RESOURCES,
+        "volumeMounts": [
+            *mounts,
+            {"name": "agent-token", "mountPath": TOKEN_DIR, "readOnly": True},
+        ],
+        "securityContext": _container_security(),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(
+            names.driver_pod,
+            owner,
+            "driver",
+            annotations={RESTART_HASH_ANNOTATION: restart_hash(spec)},
+        ),
+        "spec": {
+            "serviceAccountName": names.service_account,
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 60,
+            "securityContext": _pod_security(),
+            "containers": [spark, agent],
+            "volumes": [
+                {"name": "job-config", "configMap": {"name": names.job_config}},
+                {"name": "executor-template", "configMap": {"name": names.executor_template}},
+                {"name": "agent-token", "secret": {"secretName": names.token_secret}},
+                {"name": "state", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+def render_children(job: StreamJob, owner: Owner, token: str) -> list[Manifest]:
+    """Everything a StreamJob owns, in the order to create it (the pod last: it mounts the rest)."""
+    return [
+        render_service_account(owner),
+        render_role(owner),
+        render_role_binding(owner),
+        render_token_secret(owner, token),
+        render_job_config(job, owner),
+        render_executor_template(job, owner),
+        render_service(owner),
+        render_driver_pod(job, owner),
+    ]
+
+
+_QUANTITY_FACTORS = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "m": 10**-3, "": 1,
+}  # fmt: skip
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (the model's pattern: a number and a suffix) in bytes."""
+    for suffix in sorted(_QUANTITY_FACTORS, key=len, reverse=True):
+        number = quantity.removesuffix(suffix) if suffix else quantity
+        if number != quantity or not suffix:
+            return int(float(number) * _QUANTITY_FACTORS[suffix])
+    raise AssertionError("unreachable")
+
+
+def _jvm_memory(quantity: str) -> str:
+    """A Kubernetes quantity as Spark's memory string, in whole mebibytes (`1536m`)."""
+    return f"{max(1, quantity_bytes(quantity) // 2**20)}m"

@@ -1,0 +1,193 @@
+"""The rendered children: table tests of what each carries, and every object validated
+against the real Kubernetes schemas (`kubernetes-validate`, strict: unknown fields fail)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from swivel.api.base import Disruption
+from swivel.api.changes import diff_specs
+from swivel.api.manifests import load_streamjob
+from swivel.api.streamjob import StreamJob
+from swivel.operator import rendering
+from swivel.operator.rendering import Names, Owner
+
+ROOT = Path(__file__).resolve().parents[3]
+KUBERNETES_VERSION = "1.30"
+OWNER = Owner(
+    name="fraud-detection", namespace="streams", uid="0b9f6a3e-1111-2222-3333-444455556666"
+)
+TOKEN = "s3cr3t-token"
+
+
+@pytest.fixture(scope="module")
+def job() -> StreamJob:
+    return load_streamjob(ROOT / "examples" / "fraud-detection" / "streamjob.yaml")
+
+
+@pytest.fixture(scope="module")
+def children(job: StreamJob) -> dict[str, dict[str, Any]]:
+    return {
+        obj["kind"] + "/" + obj["metadata"]["name"]: obj
+        for obj in rendering.render_children(job, OWNER, TOKEN)
+    }
+
+
+def test_every_child_validates_against_the_kubernetes_schema(
+    children: dict[str, dict[str, Any]],
+) -> None:
+    for obj in children.values():
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_embedded_manifests_validate_too(children: dict[str, dict[str, Any]]) -> None:
+    template = children["ConfigMap/fraud-detection-executor-template"]["data"]
+    pod = yaml.safe_load(template[rendering.EXECUTOR_TEMPLATE_FILE])
+    pod["metadata"]["name"] = "executor"  # Spark names executors; the schema needs one
+    kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_validator_rejects_a_broken_object(children: dict[str, dict[str, Any]]) -> None:
+    broken = yaml.safe_load(yaml.safe_dump(children["Pod/fraud-detection-driver"]))
+    broken["spec"]["containers"][0]["imagePullPolicy"] = 3
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "component"),
+    [
+        ("Pod", "fraud-detection-driver", "driver"),
+        ("Service", "fraud-detection-driver", "driver"),
+        ("ConfigMap", "fraud-detection-job", "config"),
+        ("ConfigMap", "fraud-detection-executor-template", "executor"),
+        ("Secret", "fraud-detection-agent-token", "agent"),
+        ("ServiceAccount", "fraud-detection-driver", "driver"),
+        ("Role", "fraud-detection-driver", "driver"),
+        ("RoleBinding", "fraud-detection-driver", "driver"),
+    ],
+)
+def test_each_child_is_labelled_owned_and_namespaced(
+    children: dict[str, dict[str, Any]], kind: str, name: str, component: str
+) -> None:
+    metadata = children[f"{kind}/{name}"]["metadata"]
+    assert metadata["namespace"] == "streams"
+    assert metadata["labels"][rendering.JOB_LABEL] == "fraud-detection"
+    assert metadata["labels"]["app.kubernetes.io/component"] == component
+    (reference,) = metadata["ownerReferences"]
+    assert reference == {
+        "apiVersion": "swivel.dev/v1alpha1",
+        "kind": "StreamJob",
+        "name": "fraud-detection",
+        "uid": OWNER.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_the_pod_runs_the_driver_and_the_agent_sidecar(children: dict[str, dict[str, Any]]) -> None:
+    pod = children["Pod/fraud-detection-driver"]
+    spark, agent = pod["spec"]["containers"]
+    assert spark["command"] == ["swivel", "driver", "--job-config", "/etc/swivel/job.yaml"]
+    assert agent["command"][:3] == ["swivel", "agent", "--job"]
+    assert agent["command"][agent["command"].index("--port") + 1] == "8470"
+    assert agent["command"][agent["command"].index("--state-dir") + 1] == "/var/lib/swivel/agent"
+    assert agent["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["spec"]["serviceAccountName"] == "fraud-detection-driver"
+    env = {e["name"]: e for e in spark["env"]}
+    assert env["SWIVEL_AGENT_URL"]["value"] == "http://fraud-detection-driver.streams.svc:8470"
+    assert (
+        env["SWIVEL_AGENT_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]
+        == "fraud-detection-agent-token"
+    )
+
+
+@pytest.mark.parametrize(
+    ("driver", "executor", "driver_resources", "executor_resources"),
+    [
+        ({}, {}, ("1", "1Gi"), ("1", "1Gi")),
+        (
+            {"cores": 2, "memory": "3Gi"},
+            {"cores": 4, "memory": "1536Mi"},
+            ("2", "3Gi"),
+            ("4", "1536Mi"),
+        ),
+    ],
+)
+def test_resources_come_from_the_spec(
+    job: StreamJob,
+    driver: dict[str, Any],
+    executor: dict[str, Any],
+    driver_resources: tuple[str, str],
+    executor_resources: tuple[str, str],
+) -> None:
+    manifest = job.to_manifest()
+    manifest["spec"]["driver"] = driver
+    manifest["spec"]["executor"] = executor
+    edited = StreamJob.model_validate(manifest)
+    pod = rendering.render_driver_pod(edited, OWNER)
+    requests = pod["spec"]["containers"][0]["resources"]["requests"]
+    assert (requests["cpu"], requests["memory"]) == driver_resources
+    template = yaml.safe_load(
+        rendering.render_executor_template(edited, OWNER)["data"][rendering.EXECUTOR_TEMPLATE_FILE]
+    )
+    requests = template["spec"]["containers"][0]["resources"]["requests"]
+    assert (requests["cpu"], requests["memory"]) == executor_resources
+    conf = rendering.spark_conf(edited, OWNER)
+    assert (
+        conf["spark.executor.memory"]
+        == f"{rendering.quantity_bytes(executor_resources[1]) // 2**20}m"
+    )
+
+
+def test_the_job_config_carries_the_spec_and_the_kubernetes_spark_settings(
+    children: dict[str, dict[str, Any]], job: StreamJob
+) -> None:
+    document = yaml.safe_load(children["ConfigMap/fraud-detection-job"]["data"]["job.yaml"])
+    parsed = StreamJob.model_validate(document)
+    assert parsed.spec.dataflow == job.spec.dataflow
+    assert parsed.spec.spark_conf["spark.kubernetes.driver.pod.name"] == "fraud-detection-driver"
+    assert parsed.spec.spark_conf["spark.executor.instances"] == "2"
+    assert parsed.spec.checkpoint.location == "/var/lib/swivel/checkpoints/fraud-detection"
+
+
+def test_the_token_is_the_one_given(children: dict[str, dict[str, Any]]) -> None:
+    assert children["Secret/fraud-detection-agent-token"]["stringData"] == {"token": TOKEN}
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("executor", "instances"), 5),
+        (("dataflow", "operators", 2, "params"), {"model": "cheap"}),
+        (("dataflow", "operators", 2, "function"), "swivel.jobs.examples.fraud:merchant_model"),
+        (("policies",), {"rebalance": {"enabled": True}}),
+        (("image",), "example.org/swivel:2"),
+        (("source", "rowsPerSecond"), 7),
+        (("executor", "memory"), "2Gi"),
+        (("dataflow", "bins"), 32),
+    ],
+)
+def test_the_restart_hash_changes_exactly_for_restart_class_edits(
+    job: StreamJob, path: tuple[str | int, ...], value: Any
+) -> None:
+    manifest = job.to_manifest()
+    target = manifest["spec"]
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    edited = StreamJob.model_validate(manifest)
+    needs_restart = diff_specs(job.spec, edited.spec).disruption is Disruption.RESTART
+    changed = rendering.restart_hash(job.spec) != rendering.restart_hash(edited.spec)
+    assert changed == needs_restart
+
+
+def test_long_names_are_refused_before_rendering() -> None:
+    assert rendering.name_problems("a" * 56) == []
+    assert rendering.name_problems("a" * 57) != []
+    assert Names("x").agent_url("ns") == "http://x-driver.ns.svc:8470"
