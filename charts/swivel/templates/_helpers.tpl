@@ -75,11 +75,15 @@ every rule; docs/operator.md lists what the handlers call.
     - reconfigurations/status
     - reconfigurations/finalizers
   verbs: ["get", "patch", "update"]
-# The children of a StreamJob: driver Pod, Service, ConfigMap (dataflow), Secret (agent
-# token) and the driver's ServiceAccount. The Role given to each driver grants pods, services
-# and configmaps rights, which the operator must hold itself (RBAC escalation prevention).
+# The children of a StreamJob: driver Pod, Service, ConfigMaps (job, executor pod template),
+# Secret (agent token), ServiceAccount. The Role each driver gets (operator/rendering.py
+# DRIVER_RULES: pods, services, configmaps, persistentvolumeclaims, with deletecollection)
+# must be held by the operator itself: Kubernetes refuses to let it grant more than it has.
 - apiGroups: [""]
-  resources: ["pods", "services", "configmaps", "secrets", "serviceaccounts"]
+  resources: ["pods", "services", "configmaps", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["secrets", "serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # The driver's Role and RoleBinding (it creates and deletes its executors).
 - apiGroups: ["rbac.authorization.k8s.io"]
