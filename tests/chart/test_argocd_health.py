@@ -304,3 +304,34 @@ def test_status_as_the_models_serialise_it() -> None:
     body = reconf(None)
     body["status"] = reconf_status.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert health("health-reconfiguration.lua", body) == ("Degraded", "QueryFailed")
+
+
+def test_docs_snippet_is_the_scripts_verbatim() -> None:
+    import re
+
+    import yaml
+
+    doc = (ARGOCD.parents[2] / "docs" / "argocd.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)]
+    (config_map,) = [b for b in blocks if b.get("metadata", {}).get("name") == "argocd-cm"]
+    assert config_map["data"] == {
+        "resource.customizations.health.swivel.dev_StreamJob": (
+            (ARGOCD / "health-streamjob.lua").read_text(encoding="utf-8")
+        ),
+        "resource.customizations.health.swivel.dev_Reconfiguration": (
+            (ARGOCD / "health-reconfiguration.lua").read_text(encoding="utf-8")
+        ),
+    }
+
+
+@pytest.mark.parametrize("script", ["health-streamjob.lua", "health-reconfiguration.lua"])
+def test_scripts_stay_in_the_lua_5_1_subset_argo_cd_runs(script: str) -> None:
+    """Argo CD runs gopher-lua (Lua 5.1); lupa runs 5.4. Refuse what only 5.2+ understands."""
+    import re
+
+    code = "\n".join(
+        line.split("--", 1)[0]
+        for line in (ARGOCD / script).read_text(encoding="utf-8").splitlines()
+    )
+    for construct in (r"\bgoto\b", r"//", r"::\w+::", r"[^~=<>]=?[&|]", r"<<|>>", r"\butf8\."):
+        assert not re.search(construct, code), construct
