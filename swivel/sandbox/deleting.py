@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from swivel.sandbox import strategies
-from swivel.sandbox.errors import ApiError, bad_request
+from swivel.sandbox.errors import ApiError, bad_request, forbidden
 from swivel.sandbox.resources import CRD_KEY, NAMESPACE_KEY, Endpoint, ResourceType, from_crd
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 JsonObject = dict[str, Any]
 PODS = ("", "pods")
 DEFAULT_POD_GRACE_SECONDS = 30
+UNDELETABLE_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 def delete(
@@ -35,6 +36,8 @@ def delete(
     """DELETE of one object; the answer is the object or a `Success` Status, per kind."""
     obj = registry.get(endpoint, name)
     _check_preconditions(endpoint, obj, options)
+    if endpoint.key == NAMESPACE_KEY and name in UNDELETABLE_NAMESPACES:
+        raise forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted')
     if dry_run:
         return endpoint.present(obj)
     metadata = obj["metadata"]

@@ -92,7 +92,7 @@ async def _collection(
         watch = watching.WatchRequest(
             endpoint=endpoint,
             resource_version=query.get("resourceVersion"),
-            timeout_seconds=float(query.get("timeoutSeconds") or watching.DEFAULT_TIMEOUT_SECONDS),
+            timeout_seconds=_number(query, "timeoutSeconds", watching.DEFAULT_TIMEOUT_SECONDS),
             allow_bookmarks=query.get("allowWatchBookmarks", "").lower() in TRUE,
             send_initial_events=query.get("sendInitialEvents", "").lower() in TRUE,
             labels=labels,
@@ -102,12 +102,13 @@ async def _collection(
         return await watching.stream(request, registry, watch, request.app[BOOKMARK_INTERVAL])
     if request.method == "GET":
         items, version = registry.list(endpoint, labels, fields)
-        return respond(
-            request, _page(endpoint, items, version, query.get("limit"), query.get("continue"))
-        )
+        limit = int(_number(query, "limit", 0))
+        return respond(request, _page(endpoint, items, version, limit, query.get("continue")))
     if request.method == "POST":
         if endpoint.type.namespaced and route.namespace is None:
-            raise ApiError(404, "NotFound", NOT_FOUND_PATH)
+            raise method_not_allowed(
+                "the server does not allow this method on the requested resource"
+            )
         body = await _body(request)
         return _written(request, registry.create(endpoint, body, _write_options(request)))
     if request.method == "DELETE":
@@ -159,15 +160,25 @@ def _delete_options(request: web.Request, body: Any) -> JsonObject:
         if key in request.query:
             value: Any = request.query[key]
             if key == "gracePeriodSeconds":
-                value = int(value)
+                value = int(_number(request.query, key, 0))
             elif key == "orphanDependents":
                 value = value.lower() in TRUE
             options[key] = value
     return options
 
 
+def _number(query: Any, name: str, default: float) -> float:
+    raw = query.get(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise bad_request(f"{name} must be a number, not {raw!r}") from None
+
+
 def _page(
-    endpoint: Endpoint, items: list[JsonObject], version: int, limit: str | None, token: str | None
+    endpoint: Endpoint, items: list[JsonObject], version: int, limit: int, token: str | None
 ) -> JsonObject:
     """A list, cut into pages when `limit` is given (the continue token is opaque)."""
     list_version = version
@@ -179,8 +190,8 @@ def _page(
             raise bad_request("continue key is not valid") from None
         items = [i for i in items if _position(i) > after]
     metadata: JsonObject = {"resourceVersion": str(list_version)}
-    if limit and int(limit) > 0 and len(items) > int(limit):
-        items, rest = items[: int(limit)], items[int(limit) :]
+    if 0 < limit < len(items):
+        items, rest = items[:limit], items[limit:]
         state = {"rv": list_version, "after": list(_position(items[-1]))}
         metadata["continue"] = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
         metadata["remainingItemCount"] = len(rest)

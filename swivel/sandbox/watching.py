@@ -132,8 +132,8 @@ async def stream(
             bookmark_interval=bookmark_interval,
             registry=registry,
         )
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass  # the client went away
+    except ConnectionResetError:
+        pass  # the client went away (a disconnect while waiting cancels the handler instead)
     finally:
         subscription.close()
     return response

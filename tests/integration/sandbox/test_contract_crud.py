@@ -132,3 +132,9 @@ def test_dry_run_validates_without_storing(kube: Any) -> None:
     with pytest.raises(client.ApiException) as caught:
         kube.get_streamjob(body["metadata"]["name"])
     assert caught.value.status == 404
+
+
+def test_the_default_namespace_cannot_be_deleted(kube: Any) -> None:
+    with pytest.raises(client.ApiException) as caught:
+        kube.core.delete_namespace("default")
+    assert caught.value.status == 403

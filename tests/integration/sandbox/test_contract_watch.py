@@ -33,7 +33,7 @@ def test_watch_from_a_resource_version_replays_what_happened_since(kube: Any) ->
     )
     kube.custom.delete_namespaced_custom_object(GROUP, VERSION, kube.namespace, "streamjobs", name)
 
-    events = _watch_jobs(kube, resource_version=start, timeout_seconds=2)
+    events = _watch_jobs(kube, resource_version=start, timeout_seconds=1)
     mine = _of(events, name)
     assert [kind for kind, _ in mine] == ["MODIFIED", "DELETED"]
     assert mine[0][1] == patched["metadata"]["resourceVersion"]
@@ -55,17 +55,17 @@ def test_watch_without_a_version_starts_with_the_current_objects(kube: Any) -> N
 
 def test_bookmarks_carry_only_a_resource_version_and_the_stream_ends_on_time(kube: Any) -> None:
     """kube-apiserver sends a bookmark about 2 s before the timeout ends a watch (and the
-    sandbox does the same), so a 4 s watch with bookmarks allowed must see one."""
+    sandbox does the same), so a 3 s watch with bookmarks allowed must see one."""
     listed = kube.custom.list_namespaced_custom_object(GROUP, VERSION, kube.namespace, "streamjobs")
     started = time.monotonic()
     events = _watch_jobs(
         kube,
         resource_version=listed["metadata"]["resourceVersion"],
-        timeout_seconds=4,
+        timeout_seconds=3,
         allow_watch_bookmarks=True,
     )
     elapsed = time.monotonic() - started
-    assert 3 <= elapsed < 10
+    assert 2 <= elapsed < 10
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert bookmarks, events
     for event in bookmarks:

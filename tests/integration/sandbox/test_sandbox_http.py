@@ -72,10 +72,16 @@ def test_unknown_fields_of_custom_resources_come_back_as_warnings(url: str) -> N
 def test_a_namespaced_kind_cannot_be_created_without_a_namespace(url: str) -> None:
     code, _, _ = _call(url, "POST", "/api/v1/configmaps", {"metadata": {"name": "x"}},
                        **{"Content-Type": "application/json"})  # fmt: skip
-    assert code == 404
+    assert code == 405
 
 
 def test_health_probes(url: str) -> None:
     for probe in ("/healthz", "/readyz", "/livez"):
         with urllib.request.urlopen(url + probe, timeout=5) as response:
             assert response.status == 200
+
+
+def test_bad_numbers_in_the_query_are_400(url: str) -> None:
+    for query in ("watch=true&timeoutSeconds=soon", "limit=many"):
+        code, body, _ = _call(url, "GET", f"/api/v1/configmaps?{query}")
+        assert code == 400 and body["reason"] == "BadRequest"
