@@ -163,7 +163,6 @@ def cluster() -> Iterator[Cluster]:
     values = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
         "watch": {"clusterWide": False, "namespaces": [jobs]},
-        "operator": {"verbose": True},
     }
     with helm.Config(kubeconfig_path=kubeconfig, namespace=system) as helm_config:
         helm_config.install(CHART, release, values, namespace=system, wait="watcher", timeout=300)
