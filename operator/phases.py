@@ -20,6 +20,18 @@ import enum
 
 from swivel.api.reconfiguration import ReconfigurationPhase as Phase
 
+__all__ = [
+    "ACTIVE",
+    "FINAL",
+    "TRANSITIONS",
+    "WAITING",
+    "IllegalTransition",
+    "Phase",
+    "Reason",
+    "parse_phase",
+    "transition",
+]
+
 TRANSITIONS: frozenset[tuple[Phase, Phase]] = frozenset(
     {
         (Phase.PENDING, Phase.PENDING),

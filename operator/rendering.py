@@ -14,6 +14,7 @@ by the caller and kept across reconciles). Owner references are rendered here ra
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass
@@ -190,8 +191,14 @@ def render_token_secret(owner: Owner, token: str) -> Manifest:
         "kind": "Secret",
         "metadata": _metadata(Names(owner.name).token_secret, owner, "agent"),
         "type": "Opaque",
-        "stringData": {TOKEN_KEY: token},
+        "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
+
+
+def token_of(secret: Manifest) -> str | None:
+    """The token kept in an existing Secret (so a reconcile never rotates it)."""
+    encoded = (secret.get("data") or {}).get(TOKEN_KEY)
+    return base64.b64decode(encoded).decode() if encoded else None
 
 
 def render_service(owner: Owner) -> Manifest:

@@ -157,7 +157,8 @@ def test_the_job_config_carries_the_spec_and_the_kubernetes_spark_settings(
 
 
 def test_the_token_is_the_one_given(children: dict[str, dict[str, Any]]) -> None:
-    assert children["Secret/fraud-detection-agent-token"]["stringData"] == {"token": TOKEN}
+    assert rendering.token_of(children["Secret/fraud-detection-agent-token"]) == TOKEN
+    assert rendering.token_of({"data": {}}) is None
 
 
 @pytest.mark.parametrize(

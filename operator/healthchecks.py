@@ -1,0 +1,155 @@
+"""A StreamJob's observed state → its status (pure): phase, conditions with reasons.
+
+| observed                                               | Ready | Degraded | reason           |
+|--------------------------------------------------------|-------|----------|------------------|
+| spec does not validate                                 | False | True     | InvalidSpec      |
+| no driver pod yet, or it is Pending                    | False | False    | DriverPending    |
+| the old driver pod is stopping for a restart           | False | False    | Restarting       |
+| driver pod Failed, or the Spark container crash-loops  | False | True     | QueryFailed      |
+| pod running, agent does not answer                     | False | True     | AgentUnreachable |
+| agent answers, the driver has not reported a batch yet | False | False    | DriverStarting   |
+| agent ready                                            | True  | False    | Running          |
+
+`Reconfiguring` is True while a Reconfiguration of the job is Planned or Applying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from swivel.api.conditions import Condition, ConditionStatus, set_condition
+from swivel.api.streamjob import JobPhase, LiveOperatorConfig, StreamJobStatus
+from swivel.controllers.assignments import bins_per_executor
+from swivel.controllers.planning import assumed_assignment
+from swivel.operator.agents import AgentHealth
+
+CRASH_REASONS = frozenset({"CrashLoopBackOff", "Error", "OOMKilled"})
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    generation: int
+    bins: int
+    desired_executors: int
+    pod: Mapping[str, Any] | None
+    health: AgentHealth | None
+    agent_error: str | None
+    reconfiguring: str | None = None  # "name (phase)" of the active Reconfiguration
+    invalid: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    phase: JobPhase
+    ready: bool
+    degraded: bool
+    reason: str
+    message: str
+
+
+def judge(observation: JobObservation) -> Verdict:
+    o = observation
+    if o.invalid is not None:
+        return Verdict(JobPhase.FAILED, False, True, "InvalidSpec", o.invalid)
+    pod = o.pod
+    if pod is None:
+        return Verdict(JobPhase.PENDING, False, False, "DriverPending", "no driver pod yet")
+    if pod["metadata"].get("deletionTimestamp"):
+        return Verdict(
+            JobPhase.RESTARTING, False, False, "Restarting", "the old driver is stopping"
+        )
+    pod_phase = (pod.get("status") or {}).get("phase") or "Pending"
+    crashed = _crash(pod)
+    if pod_phase == "Failed" or crashed:
+        why = crashed or f"driver pod {pod_phase}"
+        return Verdict(JobPhase.DEGRADED, False, True, "QueryFailed", why)
+    if pod_phase != "Running":
+        return Verdict(JobPhase.STARTING, False, False, "DriverPending", f"driver pod {pod_phase}")
+    if o.health is None:
+        message = o.agent_error or "the agent does not answer"
+        return Verdict(JobPhase.DEGRADED, False, True, "AgentUnreachable", message)
+    if not o.health.ready:
+        message = o.health.message or "waiting for the driver's first batch"
+        return Verdict(JobPhase.STARTING, False, False, "DriverStarting", message)
+    phase = JobPhase.RECONFIGURING if o.reconfiguring else JobPhase.RUNNING
+    return Verdict(phase, True, False, "Running", "the query runs and the agent is ready")
+
+
+def _crash(pod: Mapping[str, Any]) -> str | None:
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") != "spark":
+            continue
+        state = container.get("state") or {}
+        waiting = (state.get("waiting") or {}).get("reason")
+        terminated = state.get("terminated") or {}
+        if waiting in CRASH_REASONS:
+            return f"spark container {waiting} (restarts: {container.get('restartCount', 0)})"
+        if terminated and terminated.get("exitCode", 0) != 0:
+            return f"spark container exited {terminated.get('exitCode')}: {terminated.get('reason', '')}"
+    return None
+
+
+def _condition(
+    type_: str, status: bool, reason: str, message: str, *, now: datetime, generation: int
+) -> Condition:
+    return Condition(
+        type=type_,
+        status=ConditionStatus.TRUE if status else ConditionStatus.FALSE,
+        reason=reason,
+        message=message,
+        last_transition_time=now,
+        observed_generation=generation,
+    )
+
+
+def next_status(
+    current: StreamJobStatus, observation: JobObservation, now: datetime
+) -> StreamJobStatus:
+    verdict = judge(observation)
+    generation = current.observed_generation or observation.generation
+    conditions = tuple(current.conditions)
+    reconfiguring = observation.reconfiguring
+    for condition in (
+        _condition(
+            "Ready", verdict.ready, verdict.reason, verdict.message, now=now, generation=generation
+        ),
+        _condition(
+            "Degraded",
+            verdict.degraded,
+            verdict.reason if verdict.degraded else "AsExpected",
+            verdict.message if verdict.degraded else "",
+            now=now,
+            generation=generation,
+        ),
+        _condition(
+            "Reconfiguring",
+            reconfiguring is not None,
+            "Applying" if reconfiguring else "Idle",
+            reconfiguring or "",
+            now=now,
+            generation=generation,
+        ),
+    ):
+        conditions = set_condition(conditions, condition)
+    executors = current.executors or observation.desired_executors
+    health = observation.health
+    update: dict[str, Any] = {
+        "phase": verdict.phase,
+        "conditions": list(conditions),
+        "executors": executors,
+        "bins_per_executor": bins_per_executor(assumed_assignment(observation.bins, executors)),
+    }
+    if health is not None:
+        update["live_generation"] = health.config_version
+        update["operators"] = [
+            LiveOperatorConfig(
+                operator=name,
+                function=config.get("function"),
+                version=int(config.get("version") or 0),
+            )
+            for name, config in sorted(health.operators.items())
+        ]
+    return current.model_copy(update=update)

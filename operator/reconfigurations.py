@@ -1,0 +1,310 @@
+"""kopf handlers for Reconfiguration: validate, queue, plan, submit, follow — resumably.
+
+Each run of `step` re-reads the object and carries it as far as it can go now:
+Pending/Queued → (admission) → Planned (plan in status) → submitted → Applying (the agent's
+plan id in the `swivel.dev/agent-plan-id` annotation, written before the phase) → polled →
+Completed | Failed. A restarted operator finds the phase and the annotation and carries on;
+a plan is never submitted twice: Applying never submits, a Planned object with the
+annotation is moved on to Applying, and a 409 whose running plan has our name is adopted.
+Status is written straight away through the `Cluster` (not at the end of the handler), so
+what the agent has accepted is durable before anything else happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from swivel.api.errors import SpecError, problems_from
+from swivel.api.reconfiguration import (
+    ReconfigurationSpec,
+    ReconfigurationStatus,
+    validate_against_job,
+)
+from swivel.api.streamjob import API_GROUP, API_VERSION, LastReconfiguration, StreamJob
+from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
+from swivel.operator import events, metrics
+from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
+from swivel.operator.clusters import Ref
+from swivel.operator.contexts import OperatorContext
+from swivel.operator.phases import FINAL, WAITING, Phase, Reason
+from swivel.operator.reconciling import (
+    Decision,
+    Sibling,
+    admit,
+    after_rejection,
+    apply_decision,
+    from_agent_plan,
+)
+
+PLURAL = "reconfigurations"
+RESOURCE = (API_GROUP, API_VERSION, PLURAL)
+CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
+PLAN_ID_ANNOTATION = f"{API_GROUP}/agent-plan-id"
+FINAL_VALUES = frozenset(p.value for p in FINAL)
+
+
+class Step:
+    """One run over one Reconfiguration: its fresh body, and writing decisions back."""
+
+    def __init__(self, ctx: OperatorContext, obj: dict[str, Any]) -> None:
+        self.ctx, self.obj = ctx, obj
+        self.ref = Ref.of(obj)
+        metadata = obj["metadata"]
+        self.generation = metadata.get("generation")
+        try:
+            self.status = ReconfigurationStatus.model_validate(obj.get("status") or {})
+        except ValidationError:
+            self.status = ReconfigurationStatus()
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def plan_id(self) -> str | None:
+        return (self.obj["metadata"].get("annotations") or {}).get(PLAN_ID_ANNOTATION)
+
+    async def decide(self, decision: Decision) -> None:
+        before = self.status
+        created = self.obj["metadata"].get("creationTimestamp")
+        after = apply_decision(
+            before,
+            decision,
+            now=self.ctx.clock(),
+            generation=self.generation,
+            requested_at=datetime.fromisoformat(created) if created else None,
+        )
+        if after.to_manifest() == before.to_manifest():
+            return
+        await self.ctx.cluster.patch(self.ref, {"status": after.to_manifest()}, status=True)
+        self.status = after
+        if before.phase is not after.phase or before.message != after.message:
+            warning = after.phase is Phase.FAILED or decision.reason is Reason.AGENT_UNREACHABLE
+            events.emit(self.obj, decision.reason.value, decision.message, warning=warning)
+        if after.phase in FINAL and before.phase not in FINAL:
+            kind = after.kind or "unknown"
+            metrics.RECONFIGURATIONS.labels(after.phase.value, kind).inc()
+            if after.phase is Phase.FAILED:
+                metrics.FAILURES.labels("reconfiguration", decision.reason.value).inc()
+
+    async def remember_plan_id(self, plan_id: str) -> None:
+        patch = {"metadata": {"annotations": {PLAN_ID_ANNOTATION: plan_id}}}
+        self.obj = await self.ctx.cluster.patch(self.ref, patch)
+
+
+async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
+    """Carry one Reconfiguration as far as it can go now (idempotent)."""
+    async with ctx.lock(f"reconfiguration/{namespace}/{name}"):
+        obj = await ctx.cluster.get(Ref(CRD_VERSION, "Reconfiguration", namespace, name))
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        metrics.RECONCILES.labels("reconfiguration", "step").inc()
+        current = Step(ctx, obj)
+        if current.status.phase in FINAL:
+            return
+        try:
+            spec = ReconfigurationSpec.model_validate(obj.get("spec") or {})
+        except ValidationError as error:
+            problems = "; ".join(str(p) for p in problems_from(error, "spec"))
+            await current.decide(Decision(Phase.FAILED, Reason.INVALID, problems))
+            return
+        job_body = await ctx.cluster.get(
+            Ref(CRD_VERSION, "StreamJob", namespace, spec.job_ref.name)
+        )
+        job = _parse_job(job_body)
+        if current.status.phase in WAITING and not await _admit(current, spec, job_body, job):
+            return
+        if current.status.phase is Phase.PLANNED:
+            await _submit(current, spec, job_body)
+        if current.status.phase is Phase.APPLYING:
+            await _follow(current, job_body)
+    if current.status.phase in FINAL:
+        await _wake_next(ctx, namespace, spec.job_ref.name, name)
+
+
+def _parse_job(body: Mapping[str, Any] | None) -> StreamJob | SpecError | None:
+    if body is None:
+        return None
+    try:
+        return StreamJob.model_validate({"metadata": dict(body["metadata"]), "spec": body["spec"]})
+    except ValidationError as error:
+        return SpecError(problems_from(error, "spec"))
+
+
+async def _siblings(ctx: OperatorContext, namespace: str, job: str) -> list[Sibling]:
+    items = await ctx.cluster.list(Ref(CRD_VERSION, "Reconfiguration", namespace))
+    return [
+        Sibling.of(i) for i in items if (i.get("spec") or {}).get("jobRef", {}).get("name") == job
+    ]
+
+
+async def _admit(
+    current: Step,
+    spec: ReconfigurationSpec,
+    job_body: Mapping[str, Any] | None,
+    job: StreamJob | SpecError | None,
+) -> bool:
+    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued | Planned. True if planned."""
+    if isinstance(job, SpecError):
+        message = f"StreamJob {spec.job_ref.name} is invalid: {job}"
+        await current.decide(Decision(Phase.PENDING, Reason.JOB_INVALID, message))
+        return False
+    problems: list[str] = []
+    if job is not None:
+        try:
+            validate_against_job(spec, job.spec)
+        except SpecError as error:
+            problems = [str(p) for p in error.problems]
+    namespace = current.ref.namespace
+    me = Sibling.of(current.obj)
+    siblings = await _siblings(current.ctx, namespace, spec.job_ref.name)
+    decision = admit(me, siblings, job is not None, problems)
+    if decision.reason is Reason.JOB_NOT_FOUND:
+        decision = Decision(
+            Phase.PENDING,
+            Reason.JOB_NOT_FOUND,
+            f"StreamJob {spec.job_ref.name!r} not found in {namespace}; waiting for it",
+        )
+    if decision.phase is not Phase.PLANNED:
+        await current.decide(decision)
+        return False
+    assert isinstance(job, StreamJob) and job_body is not None
+    executors = (job_body.get("status") or {}).get("executors") or job.spec.executor.instances
+    plan = plan_reconfiguration(
+        job.spec, spec, current_assignment=assumed_assignment(job.spec.dataflow.bins, executors)
+    ).to_dict()
+    updates = {"plan": plan, "kind": plan["kind"]}
+    await current.decide(Decision(Phase.PLANNED, Reason.PLANNED, decision.message, updates))
+    return True
+
+
+async def _address(current: Step, job_body: Mapping[str, Any] | None) -> JobAddress | None:
+    if job_body is None:
+        await current.decide(
+            Decision(Phase.FAILED, Reason.JOB_DELETED, "the StreamJob was deleted")
+        )
+        return None
+    address = await current.ctx.job_address(current.ref.namespace, job_body["metadata"]["name"])
+    if address is None:
+        message = "the job's agent token Secret does not exist yet"
+        await current.decide(Decision(current.status.phase, Reason.AGENT_UNREACHABLE, message))
+    return address
+
+
+async def _submit(
+    current: Step, spec: ReconfigurationSpec, job_body: Mapping[str, Any] | None
+) -> None:
+    if current.plan_id:  # accepted before a restart; the phase write did not happen
+        await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed"))
+        return
+    address = await _address(current, job_body)
+    if address is None:
+        return
+    agents = current.ctx.agents
+    try:
+        document = await agents.submit(address, current.name, spec.to_manifest())
+    except AgentUnreachable as error:
+        await current.decide(Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error)))
+        return
+    except AgentRejected as error:
+        adopted = await _ours(current, address, error)
+        if adopted is None:
+            await current.decide(after_rejection(error.status, error.errors, error.running_plan))
+            return
+        document = adopted
+    await current.remember_plan_id(str(document["id"]))
+    decision = from_agent_plan(document, current.status.plan)
+    message = f"the agent accepted plan {document['id']}"
+    await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, message, decision.updates))
+
+
+async def _ours(current: Step, address: JobAddress, error: AgentRejected) -> dict[str, Any] | None:
+    """A 409 whose running plan is this very Reconfiguration (submitted before a crash)."""
+    if error.status != 409 or not error.running_plan:
+        return None
+    try:
+        running = await current.ctx.agents.get_plan(address, str(error.running_plan))
+    except (AgentRejected, AgentUnreachable):
+        return None
+    return running if running.get("name") == current.name else None
+
+
+async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
+    plan_id = current.plan_id
+    if not plan_id:
+        message = "no agent plan id recorded; cannot follow"
+        await current.decide(Decision(Phase.FAILED, Reason.PLAN_LOST, message))
+        return
+    address = await _address(current, job_body)
+    if address is None:
+        return
+    try:
+        document = await current.ctx.agents.get_plan(address, plan_id)
+    except AgentUnreachable as error:
+        await current.decide(Decision(Phase.APPLYING, Reason.AGENT_UNREACHABLE, str(error)))
+        return
+    except AgentRejected as error:
+        if error.status != 404:
+            raise kopf.TemporaryError(str(error), delay=5) from error
+        message = f"the agent no longer knows plan {plan_id} (its state was lost)"
+        await current.decide(Decision(Phase.FAILED, Reason.PLAN_LOST, message))
+        return
+    decision = from_agent_plan(document, current.status.plan)
+    await current.decide(decision)
+    if decision.phase is Phase.COMPLETED and job_body is not None:
+        await _record_on_job(current, job_body, document)
+
+
+async def _record_on_job(
+    current: Step, job_body: Mapping[str, Any], document: Mapping[str, Any]
+) -> None:
+    status, spec = current.status, current.obj.get("spec") or {}
+    timings = status.timings
+    last = LastReconfiguration(
+        name=current.name,
+        kind=status.kind or "unknown",
+        delay_ms=status.delay_ms,
+        completed_at=timings.completed_at if timings else None,
+    )
+    update: dict[str, Any] = {"lastReconfiguration": last.to_manifest()}
+    if document.get("configVersion") is not None:
+        update["liveGeneration"] = int(document["configVersion"])
+    rescale = spec.get("rescale") or {}
+    if rescale.get("executors"):
+        update["executors"] = int(rescale["executors"])
+    await current.ctx.cluster.patch(Ref.of(job_body), {"status": update}, status=True)
+    events.emit(job_body, "ReconfigurationCompleted", f"{current.name} ({last.kind}) completed")
+    if timings and timings.requested_at and timings.completed_at:
+        waited = (timings.completed_at - timings.requested_at).total_seconds()
+        metrics.RECONFIGURATION_DELAY.labels(last.kind).observe(max(waited, 0.0))
+    if status.delay_ms is not None:
+        metrics.AGENT_DELAY.labels(last.kind).observe(status.delay_ms / 1000)
+
+
+async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: str) -> None:
+    """Let the next queued reconfiguration of the job go now, not at its next timer run."""
+    waiting = [s for s in await _siblings(ctx, namespace, job) if s.phase in WAITING]
+    waiting.sort(key=lambda s: (s.created, s.name))
+    if waiting and waiting[0].name != finished:
+        await step(ctx, namespace, waiting[0].name)
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    def unfinished(status: Mapping[str, Any], **_: Any) -> bool:
+        return status.get("phase") not in FINAL_VALUES
+
+    @kopf.on.resume(*RESOURCE, registry=registry, when=unfinished)
+    @kopf.on.create(*RESOURCE, registry=registry)
+    async def reconfiguration_created(namespace: str | None, name: str, **_: Any) -> None:
+        await step(ctx, namespace or "", name)
+
+    @kopf.timer(
+        *RESOURCE, interval=ctx.intervals.reconfiguration, when=unfinished, registry=registry
+    )
+    async def reconfiguration_progress(namespace: str | None, name: str, **_: Any) -> None:
+        await step(ctx, namespace or "", name)

@@ -1,0 +1,296 @@
+"""kopf handlers for StreamJob: own the children, classify edits, watch health, clean up.
+
+- create / resume: render the children and create-or-patch them (idempotent; the agent
+  token is generated once and kept).
+- update of `spec`: classify the edit (`classifying`): live edits become a Reconfiguration
+  object; restart-class edits replace the driver pod gracefully (the pod carries a hash of
+  the restart-relevant spec, so a replaced pod is never replaced twice). Shown in
+  `status.message` and an Event.
+- timer: observe the driver pod and the agent, write conditions (`healthchecks`).
+- delete: the finalizer deletes the children (owner references would too, but an explicit
+  cleanup also works where garbage collection is slow or off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from swivel.api.errors import SpecError, problems_from
+from swivel.api.reconfiguration import ReconfigurationPhase
+from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJob, StreamJobSpec, StreamJobStatus
+from swivel.operator import events, metrics
+from swivel.operator.agents import AgentUnreachable
+from swivel.operator.classifying import classify, edit_reconfiguration
+from swivel.operator.clusters import ApiFailure, Ref
+from swivel.operator.contexts import OperatorContext
+from swivel.operator.healthchecks import JobObservation, next_status
+from swivel.operator.rendering import (
+    RESTART_HASH_ANNOTATION,
+    Names,
+    Owner,
+    name_problems,
+    render_children,
+    token_of,
+)
+
+PLURAL = "streamjobs"
+RESOURCE = (API_GROUP, API_VERSION, PLURAL)
+POD_GONE_WAIT_S = 3.0
+
+
+def owner_of(body: Mapping[str, Any]) -> Owner:
+    metadata = body["metadata"]
+    return Owner(name=metadata["name"], namespace=metadata["namespace"], uid=metadata["uid"])
+
+
+def parse_job(body: Mapping[str, Any]) -> StreamJob:
+    """The StreamJob model, or SpecError naming every bad field."""
+    problems = [f"metadata.name: {p}" for p in name_problems(body["metadata"]["name"])]
+    if problems:
+        raise SpecError.single("metadata.name", problems[0].split(": ", 1)[1])
+    try:
+        return StreamJob.model_validate(
+            {"metadata": dict(body["metadata"]), "spec": dict(body.get("spec") or {})}
+        )
+    except ValidationError as error:
+        raise SpecError(problems_from(error)) from None
+
+
+def status_of(body: Mapping[str, Any]) -> StreamJobStatus:
+    try:
+        return StreamJobStatus.model_validate(dict(body.get("status") or {}))
+    except ValidationError:
+        return StreamJobStatus()
+
+
+async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> str:
+    """Create or patch every child; returns what happened to the driver pod."""
+    cluster, names = ctx.cluster, Names(owner.name)
+    secret = await cluster.get(Ref("v1", "Secret", owner.namespace, names.token_secret))
+    token = (token_of(secret) if secret else None) or secrets.token_hex(32)
+    outcome = "kept"
+    for child in render_children(job, owner, token):
+        if child["kind"] == "Pod":
+            outcome = await _ensure_pod(ctx, child)
+            continue
+        try:
+            await cluster.create(child)
+        except ApiFailure as failure:
+            if failure.status != 409:
+                raise
+            if child["kind"] != "Secret":  # the token is never rotated by a reconcile
+                body = {k: v for k, v in child.items() if k not in ("apiVersion", "kind")}
+                await cluster.patch(Ref.of(child), body)
+    return outcome
+
+
+async def _ensure_pod(ctx: OperatorContext, pod: dict[str, Any]) -> str:
+    ref = Ref.of(pod)
+    wanted = pod["metadata"]["annotations"][RESTART_HASH_ANNOTATION]
+    existing = await ctx.cluster.get(ref)
+    if existing is not None:
+        running = (existing["metadata"].get("annotations") or {}).get(RESTART_HASH_ANNOTATION)
+        if running == wanted:
+            return "kept"
+        if not existing["metadata"].get("deletionTimestamp"):
+            await ctx.cluster.delete(ref)
+        if not await _gone(ctx, ref):
+            raise kopf.TemporaryError("waiting for the old driver pod to stop", delay=2)
+        await ctx.cluster.create(pod)
+        return "replaced"
+    try:
+        await ctx.cluster.create(pod)
+    except ApiFailure as failure:
+        if failure.status != 409:
+            raise
+        return "kept"
+    return "created"
+
+
+async def _gone(ctx: OperatorContext, ref: Ref) -> bool:
+    deadline = asyncio.get_running_loop().time() + POD_GONE_WAIT_S
+    while await ctx.cluster.get(ref) is not None:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+def _invalid(body: Mapping[str, Any], patch: kopf.Patch, error: SpecError) -> None:
+    message = str(error)
+    patch.status["phase"] = "Failed"
+    patch.status["message"] = message
+    events.emit(body, "InvalidSpec", message, warning=True)
+    metrics.FAILURES.labels("streamjob", "InvalidSpec").inc()
+
+
+async def ensure(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
+    metrics.RECONCILES.labels("streamjob", "ensure").inc()
+    try:
+        job = parse_job(body)
+    except SpecError as error:
+        _invalid(body, patch, error)
+        raise kopf.PermanentError(str(error)) from None
+    outcome = await apply_children(ctx, job, owner_of(body))
+    status = status_of(body)
+    patch.status["observedGeneration"] = body["metadata"].get("generation")
+    if status.executors is None:
+        patch.status["executors"] = job.spec.executor.instances
+    if outcome != "kept":
+        events.emit(body, "DriverCreated", f"driver pod {outcome}")
+
+
+async def edited(
+    ctx: OperatorContext,
+    body: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    patch: kopf.Patch,
+) -> None:
+    metrics.RECONCILES.labels("streamjob", "update").inc()
+    try:
+        job = parse_job(body)
+        old_spec = StreamJobSpec.model_validate(dict(old or {}))
+    except SpecError as error:
+        _invalid(body, patch, error)
+        raise kopf.PermanentError(str(error)) from None
+    except ValidationError:  # the previous spec was invalid: nothing live to compare with
+        old_spec = None
+    owner = owner_of(body)
+    generation = int(body["metadata"].get("generation") or 0)
+    if old_spec is None:
+        plan = None
+        message = f"generation {generation}: previous spec was invalid -> restart"
+    else:
+        plan = classify(old_spec, job.spec, owner.name)
+        message = plan.describe(generation)
+    if plan is not None and plan.reconfiguration is not None:
+        recon = edit_reconfiguration(plan.reconfiguration, owner, generation)
+        try:
+            await ctx.cluster.create(recon)
+        except ApiFailure as failure:
+            if failure.status != 409:
+                raise
+        message += f": Reconfiguration {recon['metadata']['name']}"
+    outcome = await apply_children(ctx, job, owner)
+    if outcome == "replaced":
+        patch.status["phase"] = "Restarting"
+    patch.status["message"] = message
+    patch.status["observedGeneration"] = generation
+    events.emit(body, "SpecChangeClassified", message)
+
+
+async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+    metrics.RECONCILES.labels("streamjob", "delete").inc()
+    owner = owner_of(body)
+    names = Names(owner.name)
+    for api_version, kind, name in (
+        ("v1", "Pod", names.driver_pod),
+        ("v1", "Service", names.service),
+        ("v1", "ConfigMap", names.executor_template),
+        ("v1", "ConfigMap", names.job_config),
+        ("v1", "Secret", names.token_secret),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding", names.service_account),
+        ("rbac.authorization.k8s.io/v1", "Role", names.service_account),
+        ("v1", "ServiceAccount", names.service_account),
+    ):
+        await ctx.cluster.delete(Ref(api_version, kind, owner.namespace, name))
+
+
+async def active_reconfiguration(ctx: OperatorContext, namespace: str, job: str) -> str | None:
+    active = {ReconfigurationPhase.PLANNED.value, ReconfigurationPhase.APPLYING.value}
+    for item in await ctx.cluster.list(
+        Ref(f"{API_GROUP}/{API_VERSION}", "Reconfiguration", namespace)
+    ):
+        if (item.get("spec") or {}).get("jobRef", {}).get("name") != job:
+            continue
+        phase = (item.get("status") or {}).get("phase")
+        if phase in active:
+            return f"{item['metadata']['name']} ({phase})"
+    return None
+
+
+async def observe(ctx: OperatorContext, body: Mapping[str, Any]) -> JobObservation:
+    owner = owner_of(body)
+    generation = int(body["metadata"].get("generation") or 0)
+    try:
+        job = parse_job(body)
+    except SpecError as error:
+        return JobObservation(generation, 1, 1, None, None, None, invalid=str(error))
+    pod = await ctx.cluster.get(Ref("v1", "Pod", owner.namespace, Names(owner.name).driver_pod))
+    health, agent_error = None, None
+    address = await ctx.job_address(owner.namespace, owner.name)
+    if address is None:
+        agent_error = "no agent token yet"
+    else:
+        try:
+            health = await ctx.agents.health(address)
+        except AgentUnreachable as error:
+            agent_error = str(error)
+    return JobObservation(
+        generation=generation,
+        bins=job.spec.dataflow.bins,
+        desired_executors=job.spec.executor.instances,
+        pod=pod,
+        health=health,
+        agent_error=agent_error,
+        reconfiguring=await active_reconfiguration(ctx, owner.namespace, owner.name),
+    )
+
+
+async def check_health(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
+    metrics.RECONCILES.labels("streamjob", "health").inc()
+    current = status_of(body)
+    observation = await observe(ctx, body)
+    updated = next_status(current, observation, ctx.clock())
+    before = current.to_manifest()
+    after = updated.to_manifest()
+    if after == before:
+        return
+    for key, value in after.items():
+        if before.get(key) != value:
+            patch.status[key] = value
+    old_ready = _condition_reason(before)
+    new_ready = _condition_reason(after)
+    if old_ready != new_ready:
+        warning = new_ready[0] != "True" and new_ready[1] not in ("DriverPending", "DriverStarting")
+        events.emit(
+            body, new_ready[1], f"Ready={new_ready[0]}: {after.get('phase')}", warning=warning
+        )
+
+
+def _condition_reason(status: Mapping[str, Any]) -> tuple[str, str]:
+    for condition in status.get("conditions") or []:
+        if condition["type"] == "Ready":
+            return condition["status"], condition["reason"]
+    return "Unknown", ""
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    @kopf.on.resume(*RESOURCE, registry=registry)
+    @kopf.on.create(*RESOURCE, registry=registry)
+    async def streamjob_ensure(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        async with ctx.lock(f"job/{body['metadata']['uid']}"):
+            await ensure(ctx, body, patch)
+
+    @kopf.on.update(*RESOURCE, field="spec", registry=registry)
+    async def streamjob_edited(
+        body: kopf.Body, old: Any, new: Any, patch: kopf.Patch, **_: Any
+    ) -> None:
+        async with ctx.lock(f"job/{body['metadata']['uid']}"):
+            await edited(ctx, body, old, new, patch)
+
+    @kopf.on.delete(*RESOURCE, registry=registry)
+    async def streamjob_deleted(body: kopf.Body, **_: Any) -> None:
+        await deleted(ctx, body)
+
+    @kopf.timer(*RESOURCE, interval=ctx.intervals.health, registry=registry)
+    async def streamjob_health(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        async with ctx.lock(f"job/{body['metadata']['uid']}"):
+            await check_health(ctx, body, patch)

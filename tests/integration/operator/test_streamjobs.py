@@ -1,0 +1,126 @@
+"""StreamJob handlers under the real kopf runtime on the sandbox."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.integration.operator.conftest import Harness, wait_for
+
+CHILDREN = [
+    ("v1", "pods", "fraud-detection-driver"),
+    ("v1", "services", "fraud-detection-driver"),
+    ("v1", "configmaps", "fraud-detection-job"),
+    ("v1", "configmaps", "fraud-detection-executor-template"),
+    ("v1", "secrets", "fraud-detection-agent-token"),
+    ("v1", "serviceaccounts", "fraud-detection-driver"),
+    ("rbac.authorization.k8s.io/v1", "roles", "fraud-detection-driver"),
+    ("rbac.authorization.k8s.io/v1", "rolebindings", "fraud-detection-driver"),
+]
+
+
+def _child(h: Harness, api_version: str, plural: str, name: str) -> Any:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    url = f"{base}/namespaces/{h.namespace}/{plural}/{name}"
+    response = h.api.rest_client.pool_manager.request(
+        "GET", h.api.configuration.host + url, headers={"Authorization": "Bearer sandbox"}
+    )
+    return json.loads(response.data) if response.status == 200 else None
+
+
+def test_a_new_job_owns_its_children_and_is_ready_once_its_agent_is(harness: Harness) -> None:
+    h = harness
+    h.link.ready = False
+    job = h.job()
+    uid = job["metadata"]["uid"]
+    for api_version, plural, name in CHILDREN:
+        child = wait_for(lambda a=api_version, p=plural, n=name: _child(h, a, p, n), 10, name)
+        assert child["metadata"]["ownerReferences"][0]["uid"] == uid
+    pending = wait_for(lambda: h.condition("streamjobs", "fraud-detection", "Ready"), 5)
+    assert (pending["status"], pending["reason"]) == ("False", "DriverPending")
+    h.run_driver()
+    wait_for(
+        lambda: (
+            (h.condition("streamjobs", "fraud-detection", "Ready") or {}).get("reason")
+            == "DriverStarting"
+        ),
+        5,
+        "DriverStarting while the agent is not ready",
+    )
+    h.link.ready = True
+    ready = wait_for(
+        lambda: (
+            (c := h.condition("streamjobs", "fraud-detection", "Ready"))
+            and c["status"] == "True"
+            and c
+        ),
+        5,
+        "Ready",
+    )
+    assert ready["reason"] == "Running"
+    status = h.get("streamjobs", "fraud-detection")["status"]  # type: ignore[index]
+    assert status["observedGeneration"] == 1
+    assert status["executors"] == 2
+    assert sum(status["binsPerExecutor"].values()) == 16
+
+
+def test_an_unreachable_agent_degrades_the_job(harness: Harness) -> None:
+    h = harness
+    h.job()
+    h.run_driver()
+    h.link.unreachable.add("fraud-detection")
+    degraded = wait_for(
+        lambda: (
+            (c := h.condition("streamjobs", "fraud-detection", "Degraded"))
+            and c["status"] == "True"
+            and c
+        ),
+        5,
+        "Degraded",
+    )
+    assert degraded["reason"] == "AgentUnreachable"
+
+
+def test_deleting_a_job_collects_its_children_through_the_finalizer(harness: Harness) -> None:
+    h = harness
+    h.job()
+    wait_for(lambda: _child(h, "v1", "pods", "fraud-detection-driver"), 10)
+    assert (
+        "swivel.dev/finalizer" in h.get("streamjobs", "fraud-detection")["metadata"]["finalizers"]
+    )  # type: ignore[index]
+    h.delete("streamjobs", "fraud-detection")
+    wait_for(lambda: h.get("streamjobs", "fraud-detection") is None, 10, "job gone")
+    for api_version, plural, name in CHILDREN:
+        wait_for(
+            lambda a=api_version, p=plural, n=name: _child(h, a, p, n) is None, 5, f"{name} gone"
+        )
+
+
+def test_a_params_edit_in_git_becomes_a_live_control_plan(harness: Harness) -> None:
+    h = harness
+    h.job()
+    wait_for(lambda: h.phase("streamjobs", "fraud-detection"), 10)
+    pod_uid = wait_for(lambda: _child(h, "v1", "pods", "fraud-detection-driver"), 10)["metadata"][
+        "uid"
+    ]
+    body = h.get("streamjobs", "fraud-detection")
+    operators = body["spec"]["dataflow"]["operators"]  # type: ignore[index]
+    operators[2]["params"] = {"model": "cheap", "threshold": 0.8}
+    h.patch("streamjobs", "fraud-detection", {"spec": {"dataflow": {"operators": operators}}})
+    done = h.wait_phase("reconfigurations", "fraud-detection-g2", "Completed")
+    assert done["metadata"]["labels"]["swivel.dev/automatic"] == "true"
+    assert done["status"]["kind"] == "live-control"
+    ((job, name, spec),) = h.link.submissions
+    assert (job, name) == ("fraud-detection", "fraud-detection-g2")
+    assert spec["functionUpdates"] == [
+        {
+            "operator": "customer-detector",
+            "function": "swivel.jobs.examples.fraud:customer_model",
+            "params": {"model": "cheap", "threshold": 0.8},
+        }
+    ]
+    status = h.get("streamjobs", "fraud-detection")["status"]  # type: ignore[index]
+    assert "live-control" in status["message"]
+    assert status["lastReconfiguration"]["name"] == "fraud-detection-g2"
+    pod = _child(h, "v1", "pods", "fraud-detection-driver")
+    assert pod["metadata"]["uid"] == pod_uid  # a live edit never replaces the driver
