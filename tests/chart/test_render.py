@@ -97,7 +97,8 @@ def test_named_namespaces_get_one_role_each(render: Render, ci_values: CiValues)
     assert "ClusterRole" not in kinds(objects)  # crdDiscovery: false
     args = operator_container(objects)["args"]
     assert args[:3] == ["operator", "--namespace=streaming", "--namespace=analytics"]
-    assert "--standalone" not in args and args[-1] == "--metrics-port=9191"
+    assert "--standalone" not in args and "--peering" in args
+    assert args[-1] == "--metrics-port=9191"
 
 
 def test_deployment_is_one_replica_recreated_never_rolled(render: Render) -> None:
