@@ -27,12 +27,16 @@ lint: $(STAMP) ## ruff, mypy, import layers, CRD drift
 	$(BIN)/mypy -p swivel
 	$(BIN)/lint-imports
 	$(BIN)/swivel crds --check
+	$(BIN)/python charts/swivel/hack/values_table.py --check
 
 unit: $(STAMP) ## Unit tests only (seconds)
 	$(BIN)/pytest tests/unit -q
 
 test: lint ## Everything CI runs: lint, then all tests
 	$(BIN)/pytest -q
+
+chart: $(STAMP) ## Render, lint and validate the Helm chart (real Helm via helm-python-sdk)
+	$(BIN)/pytest tests/chart -q
 
 crds: $(STAMP) ## Regenerate crds/ and the chart's copy from the models
 	$(BIN)/swivel crds
@@ -43,4 +47,4 @@ bench: $(STAMP) ## Planner benchmark (MCS time for 100 / 1k / 10k operators)
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
 
-.PHONY: help setup demo lint unit test crds bench clean
+.PHONY: help setup demo lint unit test chart crds bench clean
