@@ -189,12 +189,8 @@ def _pod_grace(endpoint: Endpoint, obj: JsonObject, options: JsonObject) -> int:
 
 
 def _dependents(registry: Registry, owner_uid: str) -> list[tuple[ResourceType, JsonObject]]:
-    def owned(obj: JsonObject) -> bool:
-        refs = obj["metadata"].get("ownerReferences") or []
-        return any(ref.get("uid") == owner_uid for ref in refs)
-
     found = []
-    for key, obj in registry.store.find(owned):
+    for key, obj in registry.store.owned_by(owner_uid):
         resource_type = registry.catalogue.get(key)
         if resource_type is not None:
             found.append((resource_type, obj))
@@ -202,13 +198,9 @@ def _dependents(registry: Registry, owner_uid: str) -> list[tuple[ResourceType, 
 
 
 def _collect_dependents(registry: Registry, owner_uid: str) -> None:
-    dependents = _dependents(registry, owner_uid)
-    if not dependents:
-        return
-    alive = registry.store.uids()
-    for resource_type, obj in dependents:
-        owners = {ref.get("uid") for ref in obj["metadata"].get("ownerReferences") or []}
-        if not owners & alive:
+    for resource_type, obj in _dependents(registry, owner_uid):
+        owners = {str(ref.get("uid")) for ref in obj["metadata"].get("ownerReferences") or []}
+        if not any(registry.store.has_uid(uid) for uid in owners):
             where = Endpoint.of(resource_type, obj["metadata"].get("namespace", ""))
             _delete_if_present(registry, where, obj["metadata"]["name"], {})
 
@@ -234,9 +226,11 @@ def _empty_namespace(registry: Registry, namespace: str) -> None:
 
 
 def _settle_namespace(registry: Registry, namespace: str) -> None:
+    if not registry.store.is_terminating(NAMESPACE_KEY, "", namespace):
+        return
     found = registry.store.get(NAMESPACE_KEY, "", namespace)
     namespaces = registry.catalogue.get(NAMESPACE_KEY)
-    if found is None or namespaces is None or not found["metadata"].get("deletionTimestamp"):
+    if found is None or namespaces is None:
         return
     endpoint = Endpoint.of(namespaces)
     if finalizable(registry, endpoint, found):
@@ -256,11 +250,12 @@ def _empty_crd(registry: Registry, crd: JsonObject) -> None:
 
 def _settle_crd(registry: Registry, resource_type: ResourceType) -> None:
     """Once a terminating CRD has no objects left, drop its cleanup finalizer (and it)."""
-    crd = registry.store.get(CRD_KEY, "", f"{resource_type.plural}.{resource_type.group}")
-    crds = registry.catalogue.get(CRD_KEY)
-    if crd is None or crds is None or not crd["metadata"].get("deletionTimestamp"):
+    crd_name = f"{resource_type.plural}.{resource_type.group}"
+    if not registry.store.is_terminating(CRD_KEY, "", crd_name):
         return
-    if registry.store.count(resource_type.key):
+    crd = registry.store.get(CRD_KEY, "", crd_name)
+    crds = registry.catalogue.get(CRD_KEY)
+    if crd is None or crds is None or registry.store.count(resource_type.key):
         return
     metadata = crd["metadata"]
     metadata["finalizers"] = [

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import functools
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -159,9 +158,18 @@ def _is_date_time(value: object) -> bool:
 _formats.checks("date-time", raises=ValueError)(_is_date_time)
 
 
-@functools.lru_cache(maxsize=64)
-def _validator(schema_json: str) -> Draft4Validator:
-    return Draft4Validator(_draft4(json.loads(schema_json)), format_checker=_formats)
+# Compiled validators by schema identity; the schema is kept so that its id stays unique.
+_compiled: dict[int, tuple[JsonObject, Draft4Validator]] = {}
+
+
+def _validator(schema: JsonObject) -> Draft4Validator:
+    cached = _compiled.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_compiled) > 256:
+            _compiled.clear()
+        cached = (schema, Draft4Validator(_draft4(schema), format_checker=_formats))
+        _compiled[id(schema)] = cached
+    return cached[1]
 
 
 def field_path(parts: Iterable[Any]) -> str:
@@ -274,7 +282,7 @@ def _list_duplicates(value: Any, schema: JsonObject, path: str) -> Iterator[Caus
 
 def validate(obj: JsonObject, schema: JsonObject) -> list[Cause]:
     """Every violation, ordered by field path (the real server also sorts them)."""
-    validator = _validator(json.dumps(schema, sort_keys=True))
+    validator = _validator(schema)
     causes = [cause for error in validator.iter_errors(obj) for cause in _causes(error)]
     causes.extend(_list_duplicates(obj, schema, ""))
     return sorted(causes, key=lambda cause: cause.field)

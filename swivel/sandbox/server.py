@@ -181,23 +181,24 @@ class SandboxThread:
 
     def __init__(self, **options: Any) -> None:
         self._options = options
-        self._loop = asyncio.new_event_loop()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="swivel-sandbox", daemon=True)
         self._running: RunningSandbox | None = None
         self._failure: BaseException | None = None
 
     def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
+        self._loop = loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         try:
-            self._running = self._loop.run_until_complete(serve(**self._options))
+            self._running = loop.run_until_complete(serve(**self._options))
         except BaseException as error:
             self._failure = error
         finally:
             self._ready.set()
         if self._running is not None:
-            self._loop.run_forever()
-        self._loop.close()
+            loop.run_forever()
+        loop.close()
 
     def start(self, timeout: float = 10.0) -> SandboxThread:
         self._thread.start()
@@ -222,14 +223,16 @@ class SandboxThread:
         async def on_loop() -> T:
             return function(self.running.registry)
 
+        assert self._loop is not None, "start() the sandbox first"
         return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
-        if self._running is not None and self._loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(self._running.close(), self._loop)
-            future.result(timeout)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout)
+        loop = self._loop
+        if self._running is not None and loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._running.close(), loop).result(timeout)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
     def __enter__(self) -> SandboxThread:
         return self.start()

@@ -101,6 +101,9 @@ class Store:
         self._subscriptions: set[Subscription] = set()
         self.resource_version = 0
         self.horizon = 0  # versions up to here may have had events that are gone now
+        # Indexes for garbage collection: where each uid lives, who names it as owner.
+        self._by_uid: dict[str, tuple[ResourceKey, ObjectKey]] = {}
+        self._owned_by: dict[str, set[tuple[ResourceKey, ObjectKey]]] = {}
 
     # Reading. Callers get deep copies: stored objects only change through `write`.
 
@@ -135,10 +138,21 @@ class Store:
                 if predicate(obj):
                     yield key, copy.deepcopy(obj)
 
-    def uids(self) -> set[str]:
-        return {
-            obj["metadata"]["uid"] for bucket in self._objects.values() for obj in bucket.values()
-        }
+    def has_uid(self, uid: str) -> bool:
+        return uid in self._by_uid
+
+    def owned_by(self, owner_uid: str) -> builtins.list[tuple[ResourceKey, JsonObject]]:
+        """Copies of the objects whose ownerReferences name `owner_uid`."""
+        found = []
+        for key, object_key in sorted(self._owned_by.get(owner_uid, ())):
+            obj = self._objects.get(key, {}).get(object_key)
+            if obj is not None:
+                found.append((key, copy.deepcopy(obj)))
+        return found
+
+    def is_terminating(self, key: ResourceKey, namespace: str, name: str) -> bool:
+        found = self._objects.get(key, {}).get((namespace, name))
+        return found is not None and bool(found["metadata"].get("deletionTimestamp"))
 
     # Writing: one new resourceVersion per write, recorded and broadcast.
 
@@ -151,14 +165,30 @@ class Store:
         self.resource_version += 1
         stored = copy.deepcopy(obj)
         stored["metadata"]["resourceVersion"] = str(self.resource_version)
+        if previous is not None:
+            self._unindex(key, object_key, previous)
         if event_type == "DELETED":
             bucket.pop(object_key, None)
         else:
             bucket[object_key] = stored
+            self._index(key, object_key, stored)
         self._record(
             StoredEvent(event_type, key, object_key[0], stored, previous, self.resource_version)
         )
         return copy.deepcopy(stored)
+
+    def _index(self, key: ResourceKey, object_key: ObjectKey, obj: JsonObject) -> None:
+        self._by_uid[obj["metadata"]["uid"]] = (key, object_key)
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            self._owned_by.setdefault(str(ref.get("uid")), set()).add((key, object_key))
+
+    def _unindex(self, key: ResourceKey, object_key: ObjectKey, obj: JsonObject) -> None:
+        self._by_uid.pop(obj["metadata"].get("uid", ""), None)
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            dependents = self._owned_by.get(str(ref.get("uid")), set())
+            dependents.discard((key, object_key))
+            if not dependents:
+                self._owned_by.pop(str(ref.get("uid")), None)
 
     def _record(self, event: StoredEvent) -> None:
         self._history.append(event)
