@@ -159,6 +159,7 @@ def compile_job(
             key=op.key,
             input_columns=tuple(schema.fieldNames()),
             output_columns=tuple(out_schema.fieldNames()),
+            initial=OperatorConfig(op.function, 1, dict(op.params)),
         )
         plans.append(plan)
         runner = OperatorRunner(plan, settings)

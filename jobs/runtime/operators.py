@@ -52,6 +52,7 @@ class OperatorPlan:
     key: str | None
     input_columns: tuple[str, ...]
     output_columns: tuple[str, ...]
+    initial: OperatorConfig  # the config compiled in, checked then: the last resort
 
 
 @dataclass
@@ -84,7 +85,7 @@ class OperatorRunner:
     def __init__(self, plan: OperatorPlan, settings: WorkerSettings) -> None:
         self.plan = plan
         self.settings = settings
-        self._last_good: OperatorConfig | None = None
+        self._last_good: OperatorConfig = plan.initial
 
     def parts(self, pdf: pd.DataFrame, batch_id: int | None) -> list[Part]:
         """The check: read the newest snapshot, split the rows by the configuration they need."""
@@ -111,7 +112,7 @@ class OperatorRunner:
         try:
             function = resolve(config.function or "", self.settings.allow, self.plan.name)
         except FunctionRefused as refused:
-            if self._last_good is None or self._last_good == config:
+            if self._last_good == config:
                 raise
             if config.function not in _refused:
                 _refused.add(config.function or "")

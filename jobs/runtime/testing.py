@@ -40,26 +40,34 @@ _names = itertools.count()
 
 
 def bounded(
-    job: StreamJobSpec, rows_per_batch: int = 100, name: str | None = None, **options: str
+    job: StreamJobSpec, rows_per_batch: int = 100, output: str | Path | None = None, **options: str
 ) -> StreamJobSpec:
-    """`job` with a generator source of `rows_per_batch` rows per batch and a memory sink."""
+    """`job` with a generator source of `rows_per_batch` rows per batch and a parquet files
+    sink under `output` (memory when None; Spark's memory sink cannot resume from a
+    checkpoint, so restarts need files)."""
     source_options = {"rowsPerBatch": str(rows_per_batch), **job.source.options, **options}
     if job.source.kind is not SourceKind.GENERATOR:
         source_options = {"rowsPerBatch": str(rows_per_batch), **options}
-    query_name = name or f"swivel_test_{next(_names)}"
+    query_name = f"swivel_test_{next(_names)}"
+    sink = SinkSpec(kind=SinkKind.MEMORY, options={"queryName": query_name})
+    if output is not None:
+        sink = SinkSpec(kind=SinkKind.FILES, options={"path": str(output), "queryName": query_name})
     return job.model_copy(
         update={
             "source": SourceSpec(kind=SourceKind.GENERATOR, options=source_options),
-            "sink": SinkSpec(kind=SinkKind.MEMORY, options={"queryName": query_name}),
+            "sink": sink,
             "trigger": TriggerSpec(interval_ms=0),
         }
     )
 
 
 def memory_rows(spark: SparkSession, job: StreamJobSpec) -> list[dict[str, Any]]:
-    """Every row the memory sink of `job` holds, as dicts."""
-    table = job.sink.options["queryName"]
-    return [row.asDict() for row in spark.table(table).collect()]
+    """Every row the sink of a `bounded` job holds, as dicts."""
+    if job.sink.kind is SinkKind.FILES:
+        frame = spark.read.parquet(job.sink.options["path"])
+    else:
+        frame = spark.table(job.sink.options["queryName"])
+    return [row.asDict() for row in frame.collect()]
 
 
 def run_for_batches(
@@ -101,7 +109,7 @@ def start_bounded(
 ) -> JobRuntime:
     """Start `job` (bounded source, memory sink) and return its runtime; stop it yourself."""
     runtime = JobRuntime(
-        bounded(job, rows_per_batch),
+        bounded(job, rows_per_batch, Path(workdir) / "out"),
         spark,
         checkpoint=str(Path(workdir) / "checkpoint"),
         feed=feed,
