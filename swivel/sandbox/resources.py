@@ -58,10 +58,6 @@ class ResourceType:
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
 
-    @property
-    def qualified_kind(self) -> str:
-        return f"{self.kind}.{self.group}" if self.group else self.kind
-
 
 def _builtin(
     group: str,

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -239,9 +239,3 @@ class SandboxThread:
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def sandbox_thread(**options: Any) -> Iterator[SandboxThread]:
-    with SandboxThread(**options) as running:
-        yield running

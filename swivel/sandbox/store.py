@@ -119,9 +119,6 @@ class Store:
             if namespace is None or ns == namespace
         ]
 
-    def keys(self) -> builtins.list[ResourceKey]:
-        return [key for key, bucket in self._objects.items() if bucket]
-
     def count(self, key: ResourceKey, namespace: str | None = None) -> int:
         bucket = self._objects.get(key, {})
         return sum(1 for ns, _ in bucket if namespace is None or ns == namespace)

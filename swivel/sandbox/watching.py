@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from swivel.sandbox import tables
 from swivel.sandbox.errors import ApiError
 from swivel.sandbox.registry import Registry
 from swivel.sandbox.resources import Endpoint
-from swivel.sandbox.store import StoredEvent
+from swivel.sandbox.store import StoredEvent, Subscription
 
 JsonObject = dict[str, Any]
 Matcher = Callable[[JsonObject], bool]
@@ -140,9 +140,9 @@ async def stream(
 
 
 async def _follow(
-    send: Callable[[JsonObject], Any],
+    send: Callable[[JsonObject], Awaitable[None]],
     *,
-    subscription: Any,
+    subscription: Subscription,
     matches: Matcher,
     watch: WatchRequest,
     seen: int,
