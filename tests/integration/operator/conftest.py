@@ -9,9 +9,11 @@ starts a fresh one with the same agent (an operator restart mid-flight).
 from __future__ import annotations
 
 import asyncio
+import gc
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +66,13 @@ class OperatorThread:
                 )
             except BaseException as error:  # surfaced by stop()
                 self.failure = error
+            finally:
+                # kopf can leave an API session to the garbage collector when its watch
+                # streams are cancelled at shutdown; collect it here, where it is expected,
+                # rather than as an unraisable ResourceWarning in a later test.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ResourceWarning)
+                    gc.collect()
 
         self.thread = threading.Thread(target=main, name=f"operator-{namespace}", daemon=True)
         self.thread.start()

@@ -119,7 +119,16 @@ def test_a_params_edit_in_git_becomes_a_live_control_plan(harness: Harness) -> N
             "params": {"model": "cheap", "threshold": 0.8},
         }
     ]
-    status = h.get("streamjobs", "fraud-detection")["status"]  # type: ignore[index]
+    status = wait_for(
+        lambda: (
+            (j := h.get("streamjobs", "fraud-detection"))
+            and "lastReconfiguration" in j["status"]
+            and "message" in j["status"]
+            and j["status"]
+        ),
+        5,
+        "the classification and the result on the job",
+    )
     assert "live-control" in status["message"]
     assert status["lastReconfiguration"]["name"] == "fraud-detection-g2"
     pod = _child(h, "v1", "pods", "fraud-detection-driver")

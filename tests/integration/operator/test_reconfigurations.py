@@ -1,0 +1,160 @@
+"""Reconfiguration lifecycle under the real kopf runtime on the sandbox, fake agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.operator.conftest import Harness, wait_for
+
+
+def _recon(h: Harness, name: str, **spec: Any) -> dict[str, Any]:
+    body = h.example("reconfiguration.yaml")
+    body["metadata"] = {"name": name}
+    body["spec"].update(spec)
+    return h.create("reconfigurations", body)
+
+
+def test_a_reconfiguration_is_planned_applied_and_completed(harness: Harness) -> None:
+    h = harness
+    h.link.completion_polls = 2
+    h.job()
+    _recon(h, "swap-model")
+    done = h.wait_phase("reconfigurations", "swap-model", "Completed")
+    status = done["status"]
+    assert status["plan"]["kind"] == "live-control"
+    assert status["plan"]["components"][0]["heads"] == ["customer-detector"]
+    assert status["delayMs"] == 12.5
+    assert status["progress"]["workersSwitched"] == 2
+    assert {"requestedAt", "acceptedAt", "completedAt"} <= status["timings"].keys()
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Succeeded"]["status"] == "True"
+    assert conditions["Failed"]["status"] == "False"
+    assert done["metadata"]["annotations"]["swivel.dev/agent-plan-id"].startswith(
+        "fraud-detection/"
+    )
+    assert [name for _, name, _ in h.link.submissions] == ["swap-model"]
+    job = wait_for(
+        lambda: (
+            (j := h.get("streamjobs", "fraud-detection"))
+            and "lastReconfiguration" in j.get("status", {})
+            and j
+        ),
+        5,
+        "lastReconfiguration on the job",
+    )
+    assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
+    assert job["status"]["lastReconfiguration"]["kind"] == "live-control"
+    assert job["status"]["liveGeneration"] == 2
+
+
+def test_an_invalid_reconfiguration_fails_naming_the_field_and_touches_nothing(
+    harness: Harness,
+) -> None:
+    h = harness
+    h.job()
+    _recon(h, "bad", functionUpdates=[{"operator": "no-such-operator", "params": {}}])
+    failed = h.wait_phase("reconfigurations", "bad", "Failed")
+    condition = {c["type"]: c for c in failed["status"]["conditions"]}["Failed"]
+    assert condition["status"] == "True"
+    assert condition["reason"] == "InvalidReconfiguration"
+    assert "spec.functionUpdates[0].operator" in condition["message"]
+    assert h.link.submissions == []
+
+
+def test_a_reconfiguration_for_a_missing_job_waits_visibly_then_runs(harness: Harness) -> None:
+    h = harness
+    _recon(h, "early")
+    waiting = wait_for(
+        lambda: (
+            (c := h.condition("reconfigurations", "early", "Succeeded"))
+            and c["reason"] == "JobNotFound"
+            and c
+        ),
+        10,
+        "JobNotFound",
+    )
+    assert waiting["status"] == "Unknown"
+    assert h.phase("reconfigurations", "early") == "Pending"
+    h.job()
+    h.wait_phase("reconfigurations", "early", "Completed")
+
+
+def test_a_second_reconfiguration_queues_until_the_first_completes(harness: Harness) -> None:
+    h = harness
+    h.link.completion_polls = 10_000
+    h.job()
+    _recon(h, "first")
+    h.wait_phase("reconfigurations", "first", "Applying")
+    _recon(h, "second", functionUpdates=[{"operator": "combine", "params": {"rule": "any"}}])
+    queued = h.wait_phase("reconfigurations", "second", "Queued")
+    assert "first" in queued["status"]["message"]
+    assert [name for _, name, _ in h.link.submissions] == ["first"]
+    h.link.finish_all()
+    h.wait_phase("reconfigurations", "first", "Completed")
+    h.link.finish_all()
+    wait_for(lambda: len(h.link.submissions) == 2, 10, "second submitted")
+    h.link.finish_all()
+    h.wait_phase("reconfigurations", "second", "Completed")
+    assert [name for _, name, _ in h.link.submissions] == ["first", "second"]
+
+
+def test_an_operator_restart_mid_applying_resumes_without_a_second_submit(
+    harness: Harness,
+) -> None:
+    h = harness
+    h.link.completion_polls = 10_000
+    h.job()
+    _recon(h, "swap-model")
+    h.wait_phase("reconfigurations", "swap-model", "Applying")
+    h.restart()
+    polls = len([c for c in h.link.calls if c[0] == "get_plan"])
+    wait_for(
+        lambda: len([c for c in h.link.calls if c[0] == "get_plan"]) > polls + 2,
+        10,
+        "the restarted operator follows the plan",
+    )
+    h.link.finish_all()
+    h.wait_phase("reconfigurations", "swap-model", "Completed")
+    assert len(h.link.submissions) == 1
+
+
+def test_an_unreachable_agent_keeps_the_plan_and_retries(harness: Harness) -> None:
+    h = harness
+    h.link.unreachable.add("fraud-detection")
+    h.job()
+    _recon(h, "swap-model")
+    waiting = wait_for(
+        lambda: (
+            (c := h.condition("reconfigurations", "swap-model", "Succeeded"))
+            and c["reason"] == "AgentUnreachable"
+            and c
+        ),
+        10,
+        "AgentUnreachable",
+    )
+    assert waiting["status"] == "Unknown"
+    assert h.phase("reconfigurations", "swap-model") == "Planned"
+    h.link.unreachable.clear()
+    h.wait_phase("reconfigurations", "swap-model", "Completed")
+    assert len(h.link.submissions) == 1
+
+
+def test_an_agent_rejection_fails_with_its_fields(harness: Harness) -> None:
+    h = harness
+    h.link.reject = 422
+    h.link.reject_errors = [{"field": "spec.rescale", "reason": "not supported by this agent"}]
+    h.job()
+    _recon(h, "rescale", functionUpdates=[], rescale={"executors": 4})
+    failed = h.wait_phase("reconfigurations", "rescale", "Failed")
+    assert "spec.rescale: not supported" in failed["status"]["message"]
+
+
+def test_deleting_the_job_mid_applying_fails_the_reconfiguration_cleanly(harness: Harness) -> None:
+    h = harness
+    h.link.completion_polls = 10_000
+    h.job()
+    _recon(h, "swap-model")
+    h.wait_phase("reconfigurations", "swap-model", "Applying")
+    h.delete("streamjobs", "fraud-detection")
+    failed = h.wait_phase("reconfigurations", "swap-model", "Failed")
+    assert failed["status"]["conditions"][-1]["reason"] == "JobDeleted"
