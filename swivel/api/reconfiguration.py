@@ -169,6 +169,9 @@ class ReconfigurationStatus(ApiModel):
         default=None, description="live-control | live-migration | restart (the plan's kind)."
     )
     delay_ms: float | None = Field(default=None, ge=0)
+    agent_plan_id: str | None = Field(
+        default=None, description="The agent's id for the submitted plan (resuming never resubmits)."
+    )
     plan: dict[str, Any] | None = Field(default=None, description="What `swivel plan` prints.")
     progress: Progress | None = None
     timings: Timings | None = None
