@@ -208,13 +208,19 @@ class JobRuntime:
             time.sleep(0.05)
 
     def stop_at_boundary(self, timeout: float = 60.0) -> None:
-        """Stop between two batches (waits for a running batch to finish, up to `timeout`)."""
+        """Stop right after the running batch completes (up to `timeout`). With back-to-back
+        triggers a query is almost never idle, so wait for the next completion instead; a
+        batch that has just started is interrupted and re-run from the checkpoint."""
         query = self.query
         if query is None:
             return
+        completed = self.batches_completed()
         deadline = time.monotonic() + timeout
         while (
-            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+            query.isActive
+            and query.status.get("isTriggerActive")
+            and self.batches_completed() == completed
+            and time.monotonic() < deadline
         ):
             time.sleep(0.005)
         query.stop()
