@@ -170,7 +170,8 @@ class ReconfigurationStatus(ApiModel):
     )
     delay_ms: float | None = Field(default=None, ge=0)
     agent_plan_id: str | None = Field(
-        default=None, description="The agent's id for the submitted plan (resuming never resubmits)."
+        default=None,
+        description="The agent's id for the submitted plan (resuming never resubmits).",
     )
     plan: dict[str, Any] | None = Field(default=None, description="What `swivel plan` prints.")
     progress: Progress | None = None
