@@ -1,0 +1,454 @@
+"""The migration executor: carries out a Megaphone migration plan on a running query, one
+plan step per micro-batch boundary, and checks that every move landed.
+
+    mover = BinMover(spark, bins=32)
+    query = frame.writeStream.foreachBatch(mover.wrap(write)).start()   # boundary hook
+    mover.attach(query)
+    run = mover.migrate(target, "batched", batch_size=2)
+    mover.wait(run)
+
+How a step is carried out (docs/migration.md):
+
+1. At the boundary after batch `b` (synchronously, inside `foreachBatch` after the user's
+   write, so no stateful task of `b` or `b+1` runs), the step's bins are re-pointed in the
+   driver's StateStoreCoordinator (`SparkInternals.set_location`). Batch `b+1` runs them on
+   their new executors, which reload them from the checkpoint.
+2. A verifier thread reads batch `b+1`'s task list (status REST API) off the batch path and
+   records which executor served every bin, and whether any bin ran twice successfully.
+3. At a later boundary the executor settles the step's moves: landed -> done; ran elsewhere
+   while the target is alive -> re-pointed again (up to `max_attempts`); ran elsewhere
+   because the target is gone -> reported as landed elsewhere (`landed_elsewhere`), never
+   silently dropped.
+
+`spark.locality.wait` is raised (default 30 s) while a migration runs, so a busy target is
+waited for rather than bypassed, and restored when it ends. A query without a
+`foreachBatch` sink can call `boundary(batch_id)` from a `StreamingQueryListener`
+(`onQueryProgress`); the next batch may then already be scheduled, so moves can land one
+batch late -- the verifier catches and retries those.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.controllers.assignments import rebalance_for_executors
+from swivel.controllers.metatopology import MetaTopology, plan_meta_topology
+from swivel.controllers.migration import MigrationPlan, Move, Strategy, plan_migration
+from swivel.controllers.planning import executor_ids_after_rescale
+from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+_ids = itertools.count(1)
+
+
+@dataclass
+class MoveOutcome:
+    move: Move
+    attempts: int = 0
+    issued_at_batch: int | None = None  # boundary after which it was (last) re-pointed
+    status: str = "pending"  # pending | issued | landed | elsewhere | failed
+    served_by: str | None = None
+    verified_in_batch: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bin": self.move.bin,
+            "from": self.move.source,
+            "to": self.move.target,
+            "status": self.status,
+            "servedBy": self.served_by,
+            "attempts": self.attempts,
+            "batch": self.verified_in_batch,
+        }
+
+
+@dataclass
+class BatchRecord:
+    """Which executor served each bin in one batch (from the task list)."""
+
+    batch_id: int
+    served: dict[int, str]
+    duplicates: tuple[int, ...]  # bins with more than one successful task in the batch
+    duration_ms: float | None = None
+
+
+@dataclass
+class Migration:
+    id: str
+    plan: MigrationPlan
+    meta_topology: MetaTopology | None = None
+    kind: str = "move-bins"
+    phase: str = "Pending"  # Pending | Running | Completed | Failed
+    step: int = 0  # steps applied so far
+    started_at: float | None = None
+    finished_at: float | None = None
+    first_batch: int | None = None
+    last_batch: int | None = None
+    outcomes: dict[int, MoveOutcome] = field(default_factory=dict)
+    message: str = ""
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def moved(self) -> int:
+        return sum(1 for o in self.outcomes.values() if o.status == "landed")
+
+    @property
+    def total(self) -> int:
+        return len(self.plan.moves)
+
+    @property
+    def landed_elsewhere(self) -> list[MoveOutcome]:
+        return [o for o in self.outcomes.values() if o.status in ("elsewhere", "failed")]
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "phase": self.phase,
+            "strategy": str(self.plan.strategy),
+            "step": self.step,
+            "steps": self.plan.step_count,
+            "binsMoved": self.moved,
+            "binsTotal": self.total,
+            "firstBatch": self.first_batch,
+            "lastBatch": self.last_batch,
+            "durationS": self.duration_s,
+            "landedElsewhere": [o.to_dict() for o in self.landed_elsewhere],
+            "retries": sum(max(0, o.attempts - 1) for o in self.outcomes.values()),
+            "message": self.message,
+            "plan": self.plan.to_dict(),
+            "metaTopology": self.meta_topology.to_dict() if self.meta_topology else None,
+        }
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+class BinMover:
+    """Moves a running query's bins between executors (see the module docstring)."""
+
+    def __init__(
+        self,
+        spark: Any,
+        bins: int,
+        *,
+        internals: SparkInternals | None = None,
+        migration_locality_wait: str = "30s",
+        max_attempts: int = 3,
+        on_progress: ProgressCallback | None = None,
+        verify_timeout_s: float = 20.0,
+    ) -> None:
+        self.spark = spark
+        self.bins = bins
+        self.internals = internals or SparkInternals(spark)
+        self.migration_locality_wait = migration_locality_wait
+        self.max_attempts = max_attempts
+        self.on_progress = on_progress
+        self.verify_timeout_s = verify_timeout_s
+        self.query: Any = None
+        self.batches: dict[int, BatchRecord] = {}
+        self.history: list[Migration] = []
+        self.last_boundary: int | None = None
+        self._stores: list[tuple[int, str]] | None = None
+        self._lock = threading.RLock()
+        self._queue: list[Migration] = []
+        self._active: Migration | None = None
+        self._saved_wait: str | None = None
+        self._verify: queue.Queue[int | None] = queue.Queue()
+        self._watch_batches = False
+        self._verifier = threading.Thread(
+            target=self._verify_loop, daemon=True, name="swivel-verify"
+        )
+        self._verifier.start()
+        self._hosts: dict[str, str] = {}
+        self._started_at: dict[int, float] = {}
+
+    # -- wiring -------------------------------------------------------------------------
+
+    def attach(self, query: Any) -> None:
+        """The query whose bins move (call again after a restart: the run id changes)."""
+        with self._lock:
+            self.query = query
+            self._stores = None
+
+    def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """A `foreachBatch` function: the user's write, then the boundary hook."""
+
+        def run(frame: Any, batch_id: int) -> None:
+            self._started_at[batch_id] = time.monotonic()
+            write(frame, batch_id)
+            self.boundary(batch_id)
+
+        return run
+
+    def stores(self) -> list[tuple[int, str]]:
+        if self._stores is None:
+            found = self.internals.state_stores(self.query) if self.query else []
+            self._stores = found or [(0, STORE_DEFAULT)]
+        return self._stores
+
+    # -- placement ------------------------------------------------------------------------
+
+    def executors(self) -> list[str]:
+        return self.internals.executor_ids()
+
+    def current_assignment(self) -> dict[int, str]:
+        """The coordinator's placement; bins it does not know yet go round-robin (as a
+        fresh query's first batch places them)."""
+        if self.query is None:
+            raise MigrationError("no query attached")
+        alive = sorted(self.executors(), key=_id_order)
+        placement = self.internals.placement(self.query, self.bins)
+        return {
+            b: (e if e is not None and e in alive else alive[b % len(alive)])
+            for b, e in placement.items()
+        }
+
+    def plan(
+        self,
+        target: Mapping[int, str],
+        strategy: Strategy | str = Strategy.BATCHED,
+        *,
+        batch_size: int = 2,
+        gap_batches: int = 0,
+        current: Mapping[int, str] | None = None,
+    ) -> MigrationPlan:
+        return plan_migration(
+            current if current is not None else self.current_assignment(),
+            target,
+            strategy,
+            batch_size=batch_size,
+            gap_batches=gap_batches,
+        )
+
+    def migrate(
+        self,
+        target: Mapping[int, str],
+        strategy: Strategy | str = Strategy.BATCHED,
+        *,
+        batch_size: int = 2,
+        gap_batches: int = 0,
+        kind: str = "move-bins",
+    ) -> Migration:
+        current = self.current_assignment()
+        plan = self.plan(
+            target, strategy, batch_size=batch_size, gap_batches=gap_batches, current=current
+        )
+        topology = plan_meta_topology(current, dict(target))
+        return self.submit(plan, topology, kind=kind)
+
+    def submit(
+        self, plan: MigrationPlan, topology: MetaTopology | None = None, *, kind: str = "move-bins"
+    ) -> Migration:
+        """Queue a plan; its first step is applied at the next boundary."""
+        migration = Migration(f"migration-{next(_ids)}", plan, topology, kind)
+        for move in plan.moves:
+            migration.outcomes[move.bin] = MoveOutcome(move)
+        with self._lock:
+            self._queue.append(migration)
+            self.history.append(migration)
+        self._report(migration)
+        return migration
+
+    def wait(self, migration: Migration, timeout: float = 300.0) -> Migration:
+        if not migration.done.wait(timeout):
+            raise TimeoutError(f"{migration.id} still {migration.phase} after {timeout}s")
+        return migration
+
+    # -- the boundary -------------------------------------------------------------------
+
+    def boundary(self, batch_id: int) -> None:
+        """Batch `batch_id`'s stateful tasks are done and the next batch's not started."""
+        with self._lock:
+            self.last_boundary = batch_id
+            if self._watch_batches:
+                self._verify.put(batch_id)
+            active = self._active
+            if active is None and self._queue:
+                active = self._active = self._queue.pop(0)
+                self._begin(active, batch_id)
+            if active is None:
+                return
+            self._settle(active, at_boundary=True)
+            if active.step < active.plan.step_count:
+                self._apply_step(active, batch_id)
+            elif self._all_settled(active):
+                self._finish(active, batch_id)
+            self._report(active)
+
+    def _begin(self, migration: Migration, batch_id: int) -> None:
+        migration.phase = "Running"
+        migration.started_at = time.monotonic()
+        migration.first_batch = batch_id + 1
+        self._saved_wait = self.internals.locality_wait()
+        self.internals.set_locality_wait(self.migration_locality_wait)
+        self._watch_batches = True
+        self._hosts = {e.id: e.host for e in self.internals.executors() if e.active}
+
+    def _apply_step(self, migration: Migration, batch_id: int) -> None:
+        step = migration.plan.steps[migration.step]
+        for move in step.moves:
+            self._point(migration.outcomes[move.bin], batch_id)
+        migration.step += 1
+
+    def _point(self, outcome: MoveOutcome, batch_id: int) -> None:
+        target = outcome.move.target
+        host = self._hosts.get(target) or self._refresh_host(target)
+        if host is None:  # the target is gone before the move was made
+            outcome.status = "failed"
+            return
+        self.internals.set_location(self.query, outcome.move.bin, target, host, self.stores())
+        outcome.attempts += 1
+        outcome.issued_at_batch = batch_id
+        outcome.status = "issued"
+
+    def _refresh_host(self, executor: str) -> str | None:
+        self._hosts = {e.id: e.host for e in self.internals.executors() if e.active}
+        return self._hosts.get(executor)
+
+    def _settle(self, migration: Migration, *, at_boundary: bool) -> None:
+        """Check issued moves against the batches verified so far; retry (only at a
+        boundary: between batches no stateful task runs) or report."""
+        alive: set[str] | None = None
+        for outcome in migration.outcomes.values():
+            if outcome.status != "issued" or outcome.issued_at_batch is None:
+                continue
+            record = self.batches.get(outcome.issued_at_batch + 1)
+            if record is None:
+                continue
+            served = record.served.get(outcome.move.bin)
+            outcome.served_by = served
+            outcome.verified_in_batch = record.batch_id
+            if served == outcome.move.target:
+                outcome.status = "landed"
+                continue
+            alive = alive if alive is not None else set(self.executors())
+            if outcome.move.target not in alive:
+                outcome.status = "elsewhere"  # its target is gone: the bin lives on `served`
+            elif outcome.attempts >= self.max_attempts:
+                outcome.status = "elsewhere"
+            elif at_boundary and self.last_boundary is not None:
+                self._point(outcome, self.last_boundary)
+
+    def _all_settled(self, migration: Migration) -> bool:
+        return all(o.status not in ("pending", "issued") for o in migration.outcomes.values())
+
+    def _finish(self, migration: Migration, batch_id: int) -> None:
+        migration.finished_at = time.monotonic()
+        migration.last_batch = batch_id
+        migration.phase = "Completed"
+        if migration.landed_elsewhere:
+            bins = [o.move.bin for o in migration.landed_elsewhere]
+            migration.message = f"bins {bins} were served elsewhere than planned (reported)"
+        self._active = None
+        if not self._queue:
+            self._watch_batches = False
+            if self._saved_wait is not None:
+                self.internals.set_locality_wait(self._saved_wait)
+                self._saved_wait = None
+        migration.done.set()
+
+    def _report(self, migration: Migration) -> None:
+        if self.on_progress is not None:
+            try:
+                self.on_progress(migration.to_dict())
+            except Exception as error:  # a progress sink must never break a batch
+                print(f"swivel: migration progress report failed: {error}")
+
+    # -- verification -------------------------------------------------------------------
+
+    def _verify_loop(self) -> None:
+        while True:
+            boundary = self._verify.get()
+            if boundary is None:
+                return
+            # The boundary after batch b was reached: batch b's tasks are all done.
+            try:
+                self.record_batch(boundary)
+            except Exception as error:
+                print(f"swivel: verifying batch {boundary} failed: {error}")
+
+    def record_batch(self, batch_id: int) -> BatchRecord | None:
+        query = self.query
+        if query is None:
+            return None
+        tasks = self.internals.batch_tasks_all(str(query.runId), batch_id, self.bins)
+        deadline = time.monotonic() + self.verify_timeout_s
+        while len({t.partition for t in tasks if t.status == "SUCCESS"}) < self.bins:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+            tasks = self.internals.batch_tasks_all(str(query.runId), batch_id, self.bins)
+        served: dict[int, str] = {}
+        counts: dict[int, int] = {}
+        for task in tasks:
+            if task.status == "SUCCESS":
+                served[task.partition] = task.executor
+                counts[task.partition] = counts.get(task.partition, 0) + 1
+        record = BatchRecord(batch_id, served, tuple(sorted(b for b, n in counts.items() if n > 1)))
+        with self._lock:
+            self.batches[batch_id] = record
+            active = self._active
+            if active is not None:
+                self._settle(active, at_boundary=False)
+                if active.step >= active.plan.step_count and self._all_settled(active):
+                    self._finish(active, batch_id)
+                self._report(active)
+        return record
+
+    # -- rescale ------------------------------------------------------------------------
+
+    def scale_to(
+        self,
+        executors: int,
+        strategy: Strategy | str = Strategy.BATCHED,
+        *,
+        batch_size: int = 2,
+        gap_batches: int = 0,
+        register_timeout_s: float = 120.0,
+        migration_timeout_s: float = 600.0,
+    ) -> Migration:
+        """Add executors and move bins onto them, or drain executors and then remove them.
+        Blocks until done (call from a control thread, not from a batch)."""
+        current = self.current_assignment()
+        before = sorted(self.executors(), key=_id_order)
+        if executors > len(before):
+            self.internals.request_total_executors(executors)
+            after = self.internals.wait_for_executors(executors, register_timeout_s)
+            keep = sorted(after, key=_id_order)
+            drained: list[str] = []
+        else:
+            keep = executor_ids_after_rescale(current, executors)
+            drained = [e for e in before if e not in keep]
+        target = rebalance_for_executors(current, keep)
+        plan = plan_migration(
+            current, target, strategy, batch_size=batch_size, gap_batches=gap_batches
+        )
+        topology = plan_meta_topology(current, target, old_executors=before, new_executors=keep)
+        migration = self.submit(plan, topology, kind="rescale")
+        self.wait(migration, migration_timeout_s)
+        if drained:
+            self.internals.kill_executors(drained)
+            self.internals.request_total_executors(len(keep))
+            self.internals.wait_for_executors(len(keep), register_timeout_s)
+        return migration
+
+    def close(self) -> None:
+        self._verify.put(None)
+
+
+def _id_order(executor: str) -> tuple[int, str]:
+    return (int(executor), "") if executor.isdigit() else (1 << 30, executor)

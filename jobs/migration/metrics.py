@@ -1,0 +1,184 @@
+"""Metrics for the bin policies, measured on the running query.
+
+- Per bin: records processed (shuffle records read by the bin's task) and task time, from
+  the task lists of recent batches; state rows per bin from the `statestore` reader and
+  state bytes estimated from the query progress (`memoryUsedBytes / numRowsTotal`).
+- Per executor: busy time (its tasks' run time over the window, per core), idle = window -
+  busy, state bytes held (its bins), JVM storage memory from the REST executors endpoint.
+
+`collect_loads` turns them into Flux's `ExecutorLoad` / `BinLoad`; `to_prometheus` renders
+them in the Prometheus text format (the agent serves it beside its own metrics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.controllers.flux import BinLoad, ExecutorLoad
+from swivel.jobs.spark_internals import SparkInternals
+
+
+@dataclass
+class BinStats:
+    bin: int
+    executor: str
+    records: int = 0
+    task_ms: float = 0.0
+    state_rows: int = 0
+    state_bytes: int = 0
+
+
+@dataclass
+class ExecutorStats:
+    executor: str
+    busy_s: float = 0.0
+    window_s: float = 0.0
+    state_bytes: int = 0
+    jvm_memory_used: int = 0
+    jvm_memory_max: int = 0
+    cores: int = 1
+
+    @property
+    def idle_s(self) -> float:
+        return max(0.0, self.window_s - self.busy_s)
+
+
+@dataclass
+class LoadSnapshot:
+    batches: list[int]
+    window_s: float
+    bins: dict[int, BinStats] = field(default_factory=dict)
+    executors: dict[str, ExecutorStats] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "windowS": self.window_s,
+            "bins": [vars(b) for b in self.bins.values()],
+            "executors": [{**vars(e), "idle_s": e.idle_s} for e in self.executors.values()],
+        }
+
+
+def measure(
+    internals: SparkInternals,
+    query: Any,
+    bins: int,
+    batch_ids: Iterable[int],
+    *,
+    checkpoint: str | None = None,
+) -> LoadSnapshot:
+    """Per-bin and per-executor load over `batch_ids` (completed batches of `query`)."""
+    batches = sorted(batch_ids)
+    durations = _batch_durations(query, batches)
+    window_s = sum(durations.values()) / 1000.0
+    snapshot = LoadSnapshot(batches, window_s)
+    run_id = str(query.runId)
+    for batch in batches:
+        for task in internals.batch_tasks(run_id, batch, bins):
+            stats = snapshot.bins.setdefault(
+                task.partition, BinStats(task.partition, task.executor)
+            )
+            stats.executor = task.executor  # the latest batch's placement wins
+            stats.records += task.records
+            stats.task_ms += task.run_time_ms
+            executor = snapshot.executors.setdefault(task.executor, ExecutorStats(task.executor))
+            executor.busy_s += task.run_time_ms / 1000.0
+    infos = {e.id: e for e in internals.executors() if e.active}
+    for executor_id, info in infos.items():
+        held = snapshot.executors.setdefault(executor_id, ExecutorStats(executor_id))
+        held.cores = max(1, info.cores)
+        held.busy_s /= held.cores
+        held.window_s = window_s
+        held.jvm_memory_used, held.jvm_memory_max = info.memory_used, info.max_memory
+    snapshot.executors = {e: s for e, s in snapshot.executors.items() if e in infos}
+    if checkpoint is not None:
+        _add_state(internals, query, checkpoint, snapshot)
+    return snapshot
+
+
+def _batch_durations(query: Any, batches: list[int]) -> dict[int, float]:
+    wanted = set(batches)
+    return {
+        int(p["batchId"]): float(p["durationMs"].get("triggerExecution", 0))
+        for p in query.recentProgress
+        if int(p["batchId"]) in wanted
+    }
+
+
+def _add_state(
+    internals: SparkInternals, query: Any, checkpoint: str, snapshot: LoadSnapshot
+) -> None:
+    frame = internals.spark.read.format("statestore").load(checkpoint)
+    rows = {int(r[0]): int(r[1]) for r in frame.groupBy("partition_id").count().collect()}
+    progress = query.lastProgress or {}
+    operators = progress.get("stateOperators") or [{}]
+    total_rows = sum(int(op.get("numRowsTotal", 0)) for op in operators)
+    total_bytes = sum(int(op.get("memoryUsedBytes", 0)) for op in operators)
+    per_row = total_bytes / total_rows if total_rows else 0.0
+    for bin_id, count in rows.items():
+        stats = snapshot.bins.get(bin_id)
+        if stats is None:
+            continue
+        stats.state_rows = count
+        stats.state_bytes = int(count * per_row)
+        snapshot.executors.setdefault(stats.executor, ExecutorStats(stats.executor))
+        snapshot.executors[stats.executor].state_bytes += stats.state_bytes
+
+
+def collect_loads(
+    snapshot: LoadSnapshot, memory_limit_bytes: int | None = None
+) -> tuple[list[ExecutorLoad], list[BinLoad], dict[int, str]]:
+    """Flux's inputs from a snapshot: executor loads, bin loads and the placement."""
+    window = snapshot.window_s or 1e-3
+    executors = [
+        ExecutorLoad(
+            executor=e.executor,
+            busy_s=min(e.busy_s, window),
+            window_s=window,
+            memory_bytes=e.state_bytes,
+            memory_limit_bytes=memory_limit_bytes,
+        )
+        for e in snapshot.executors.values()
+    ]
+    bins = [BinLoad(b.bin, b.executor, b.records, b.state_bytes) for b in snapshot.bins.values()]
+    assignment = {b.bin: b.executor for b in snapshot.bins.values()}
+    return executors, bins, assignment
+
+
+def to_prometheus(snapshot: LoadSnapshot, job: str = "job") -> str:
+    """The snapshot as Prometheus text exposition (gauges labelled by job/bin/executor)."""
+    lines = [
+        "# TYPE swivel_bin_records gauge",
+        "# TYPE swivel_bin_state_rows gauge",
+        "# TYPE swivel_bin_state_bytes gauge",
+        "# TYPE swivel_executor_busy_seconds gauge",
+        "# TYPE swivel_executor_idle_seconds gauge",
+        "# TYPE swivel_executor_state_bytes gauge",
+        "# TYPE swivel_executor_memory_used_bytes gauge",
+    ]
+    for b in snapshot.bins.values():
+        labels = f'job="{job}",bin="{b.bin}",executor="{b.executor}"'
+        lines += [
+            f"swivel_bin_records{{{labels}}} {b.records}",
+            f"swivel_bin_state_rows{{{labels}}} {b.state_rows}",
+            f"swivel_bin_state_bytes{{{labels}}} {b.state_bytes}",
+        ]
+    for e in snapshot.executors.values():
+        labels = f'job="{job}",executor="{e.executor}"'
+        lines += [
+            f"swivel_executor_busy_seconds{{{labels}}} {e.busy_s:.3f}",
+            f"swivel_executor_idle_seconds{{{labels}}} {e.idle_s:.3f}",
+            f"swivel_executor_state_bytes{{{labels}}} {e.state_bytes}",
+            f"swivel_executor_memory_used_bytes{{{labels}}} {e.jvm_memory_used}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def placement_gauges(assignment: Mapping[int, str]) -> dict[str, int]:
+    """Bins per executor (the StreamJob status shows it)."""
+    counts: dict[str, int] = {}
+    for executor in assignment.values():
+        counts[executor] = counts.get(executor, 0) + 1
+    return counts

@@ -1,0 +1,179 @@
+"""Policies that propose bin moves for a running query (embedded mode runs them in a
+thread; the operator runs the same rounds as timers).
+
+- `rebalance`: one Flux load-balancing round (`controllers.flux.balance_round`) over the
+  busy time per executor and records per bin of the last batches.
+- `memory`: Flux's memory-constrained round (`controllers.flux.memory_round`), state bytes
+  per executor against `memory_limit_bytes`.
+- `aimd`: Drizzle's AIMD (`controllers.aimd`) on the coordination interval: how many
+  seconds pass between two policy rounds, grown when the time spent migrating is a large
+  fraction of the batch time and shrunk when it is small.
+
+`run_round` is one round (measure -> decide -> migrate); `PolicyLoop` repeats it with Flux's
+damping (`next_collection_s`) or the AIMD interval. `swivel run --policy NAME` starts a
+`PolicyLoop` next to the job runtime (`start_policy_loop`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.controllers import aimd
+from swivel.controllers.flux import (
+    LoadBalancePolicy,
+    MemoryPolicy,
+    RoundDecision,
+    balance_round,
+    memory_round,
+    next_collection_s,
+)
+from swivel.jobs.migration.executor import BinMover, Migration
+from swivel.jobs.migration.metrics import LoadSnapshot, collect_loads, measure
+
+POLICIES = ("rebalance", "memory", "aimd")
+
+
+@dataclass
+class RoundResult:
+    policy: str
+    snapshot: LoadSnapshot
+    decision: RoundDecision
+    migration: Migration | None
+    move_phase_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "moves": [m._asdict() for m in self.decision.moves],
+            "pairs": [
+                {
+                    "donor": p.donor,
+                    "receiver": p.receiver,
+                    "outcome": str(p.outcome),
+                    "bin": p.moved_bin,
+                }
+                for p in self.decision.pairs
+            ],
+            "utilisation": {
+                e.executor: e.busy_s / (e.window_s or 1) for e in self.snapshot.executors.values()
+            },
+            "migration": self.migration.to_dict() if self.migration else None,
+            "movePhaseS": self.move_phase_s,
+        }
+
+
+def run_round(
+    mover: BinMover,
+    policy: str = "rebalance",
+    *,
+    last_batches: int = 5,
+    checkpoint: str | None = None,
+    memory_limit_bytes: int | None = None,
+    strategy: str = "batched",
+    batch_size: int = 1,
+    balance: LoadBalancePolicy | None = None,
+    memory: MemoryPolicy | None = None,
+    wait_s: float = 300.0,
+) -> RoundResult:
+    """Measure the last `last_batches` batches, decide one round, carry out its moves."""
+    query = mover.query
+    if query is None or mover.last_boundary is None:
+        raise RuntimeError("no batch has completed yet")
+    newest = mover.last_boundary
+    batch_ids = range(max(0, newest - last_batches + 1), newest + 1)
+    snapshot = measure(mover.internals, query, mover.bins, batch_ids, checkpoint=checkpoint)
+    executors, bins, assignment = collect_loads(snapshot, memory_limit_bytes)
+    if policy == "memory":
+        decision = memory_round(executors, bins, assignment, memory)
+    else:
+        decision = balance_round(executors, bins, assignment, balance)
+    migration = None
+    started = time.monotonic()
+    if decision.moves:
+        migration = mover.migrate(decision.target_assignment, strategy, batch_size=batch_size)
+        migration.kind = f"policy-{policy}"
+        mover.wait(migration, wait_s)
+    return RoundResult(policy, snapshot, decision, migration, time.monotonic() - started)
+
+
+@dataclass
+class PolicyLoop:
+    """Runs rounds in a daemon thread until `stop()`; `on_round` receives each result."""
+
+    mover: BinMover
+    policy: str = "rebalance"
+    checkpoint: str | None = None
+    memory_limit_bytes: int | None = None
+    on_round: Callable[[RoundResult], None] | None = None
+    balance: LoadBalancePolicy = field(default_factory=LoadBalancePolicy)
+    aimd_config: aimd.AimdConfig | None = None
+    rounds: list[RoundResult] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
+
+    def start(self) -> PolicyLoop:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="swivel-policy")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        interval = self.balance.initial_collection_s
+        state = aimd.AimdState.start(self.aimd_config) if self.aimd_config else None
+        while not self._stop.wait(interval):
+            try:
+                result = run_round(
+                    self.mover,
+                    "memory" if self.policy == "memory" else "rebalance",
+                    checkpoint=self.checkpoint,
+                    memory_limit_bytes=self.memory_limit_bytes,
+                    balance=self.balance,
+                )
+            except Exception as error:  # a failed round is retried next interval
+                print(f"swivel: policy round failed: {error}")
+                continue
+            self.rounds.append(result)
+            if self.on_round is not None:
+                self.on_round(result)
+            if self.policy == "aimd" and state is not None and self.aimd_config is not None:
+                processing = result.snapshot.window_s
+                measured = aimd.overhead(result.move_phase_s, processing)
+                state = aimd.step(state, measured, self.aimd_config)
+                interval = state.interval_s
+            else:
+                interval = next_collection_s(
+                    result.move_phase_s, result.decision.moved, interval, self.balance
+                )
+
+
+def start_policy_loop(
+    mover: BinMover,
+    policy: str,
+    *,
+    checkpoint: str | None = None,
+    memory_limit_bytes: int | None = None,
+    on_round: Callable[[RoundResult], None] | None = None,
+) -> PolicyLoop:
+    """The embedded-mode entry point (`swivel run --policy NAME`)."""
+    # Policy rounds are seconds apart, not batches: bound the interval to 10 s .. 10 min.
+    bounded = aimd.AimdConfig(min_interval_s=10.0, max_interval_s=600.0, decrease_step=5.0)
+    config = bounded if policy == "aimd" else None
+    loop = PolicyLoop(
+        mover,
+        policy,
+        checkpoint=checkpoint,
+        memory_limit_bytes=memory_limit_bytes,
+        on_round=on_round,
+        aimd_config=config,
+    )
+    return loop.start()

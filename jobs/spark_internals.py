@@ -1,0 +1,318 @@
+"""The ONE adapter around private Spark APIs that bin migration and rescaling rely on.
+
+Everything Swivel does to a running query's placement goes through here, so a Spark upgrade
+changes this file only:
+
+- state-store placement: the driver's `StateStoreCoordinator` (`getLocation`,
+  `reportActiveInstance`: a locality *hint* that the next micro-batch follows when the
+  executor is free within `spark.locality.wait`);
+- executors of a running application: `SparkContext.requestTotalExecutors` /
+  `killExecutors` (developer APIs; standalone and Kubernetes scheduler backends);
+- the locality wait, changed at runtime through the live `SparkConf`;
+- which executor ran each task, and executor metrics, from the status REST API
+  (`/api/v1/applications/...`, needs `spark.ui.enabled`).
+
+Supported: Spark 4.3.x (pinned; `SUPPORTED` below). For 3.5 the coordinator call differs:
+`reportActiveInstance(providerId, host, executorId)` takes no list of other loaded
+providers and returns nothing, and checkpoint `repartition` does not exist (4.2+). Add a
+branch in `_report_active` and widen `SUPPORTED` after checking the signatures with
+`javap -cp spark-sql_*.jar org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SUPPORTED = ("4.3.",)
+STORE_DEFAULT = "default"
+_NOT_STORES = ("SSTs", "checkpoint", "logs", "archive")
+
+
+class UnsupportedSparkError(RuntimeError):
+    """The running Spark is not one this adapter was checked against."""
+
+
+def check_version(version: str) -> None:
+    if os.environ.get("SWIVEL_SPARK_INTERNALS_UNCHECKED") == "1":
+        return
+    if not version.startswith(SUPPORTED):
+        raise UnsupportedSparkError(
+            f"Spark {version} is not supported by swivel's bin migration (needs "
+            f"{' or '.join(v + 'x' for v in SUPPORTED)}): the StateStoreCoordinator and "
+            "executor-request calls are private APIs whose signatures change between "
+            "releases (3.5's reportActiveInstance takes 3 arguments). Set "
+            "SWIVEL_SPARK_INTERNALS_UNCHECKED=1 to try anyway."
+        )
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One task of a stage: which executor ran partition `partition`."""
+
+    stage_id: int
+    partition: int
+    executor: str
+    locality: str
+    duration_ms: float
+    status: str
+    records: int = 0  # shuffle records read: the bin's input in this batch
+    run_time_ms: float = 0.0  # executor run time (busy)
+
+
+@dataclass(frozen=True)
+class ExecutorInfo:
+    id: str
+    host: str
+    active: bool
+    cores: int
+    total_duration_ms: float  # task time so far (busy)
+    memory_used: int
+    max_memory: int
+    added_at: str | None
+
+
+class SparkInternals:
+    """Bound to one SparkSession. Cheap to construct; every call is a py4j or REST call."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.sc = spark.sparkContext
+        check_version(spark.version)
+        self._jvm = spark._jvm
+        self._jsc = self.sc._jsc.sc()
+        self._state = self._jvm.org.apache.spark.sql.execution.streaming.state
+        self._utils = self._jvm.org.apache.spark.api.python.PythonUtils
+
+    # -- placement ----------------------------------------------------------------------
+
+    def _coordinator(self) -> Any:
+        return self.spark._jsparkSession.streams().stateStoreCoordinator()
+
+    def _provider_id(self, query: Any, root: str, operator: int, partition: int, store: str) -> Any:
+        store_id = self._state.StateStoreId(root, operator, partition, store)
+        run_id = self._jvm.java.util.UUID.fromString(str(query.runId))
+        return self._state.StateStoreProviderId(store_id, run_id)
+
+    def state_root(self, query: Any) -> str:
+        checkpoint = query._jsq.streamingQuery().resolvedCheckpointRoot()
+        return str(self._jvm.org.apache.hadoop.fs.Path(checkpoint, "state").toString())
+
+    def state_stores(self, query: Any) -> list[tuple[int, str]]:
+        """(operator id, store name) of every state store in the query's checkpoint.
+
+        Bin p is partition p of every one of them; they move together. Only local (file:)
+        checkpoints are listed; elsewhere operator 0's default store is assumed."""
+        root = self.state_root(query)
+        local = urllib.parse.urlparse(root).path if root.startswith("file:") else root
+        if not os.path.isdir(local):
+            return [(0, STORE_DEFAULT)]
+        stores: list[tuple[int, str]] = []
+        for operator in sorted(int(n) for n in os.listdir(local) if n.isdigit()):
+            stores.append((operator, STORE_DEFAULT))
+            first = os.path.join(local, str(operator), "0")
+            if not os.path.isdir(first):
+                continue
+            for name in sorted(os.listdir(first)):
+                named_store = os.path.isdir(os.path.join(first, name)) and not name.startswith(
+                    ("_", ".")
+                )
+                if named_store and name not in _NOT_STORES:
+                    stores.append((operator, name))
+        return stores or [(0, STORE_DEFAULT)]
+
+    def location(self, query: Any, partition: int, operator: int = 0) -> str | None:
+        """The executor id the coordinator holds for bin `partition` (None: not loaded yet)."""
+        root = self.state_root(query)
+        found = self._coordinator().getLocation(
+            self._provider_id(query, root, operator, partition, STORE_DEFAULT)
+        )
+        if found.isEmpty():
+            return None
+        return executor_of_location(str(found.get()))
+
+    def placement(self, query: Any, bins: int, operator: int = 0) -> dict[int, str | None]:
+        return {p: self.location(query, p, operator) for p in range(bins)}
+
+    def set_location(
+        self,
+        query: Any,
+        partition: int,
+        executor: str,
+        host: str,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+    ) -> None:
+        """Point bin `partition` (of every store) at `executor` for the next batch (~4 ms)."""
+        root = self.state_root(query)
+        for operator, store in stores:
+            provider = self._provider_id(query, root, operator, partition, store)
+            self._report_active(provider, host, executor)
+
+    def _report_active(self, provider_id: Any, host: str, executor: str) -> None:
+        empty = self._utils.toSeq(self._jvm.java.util.ArrayList())
+        self._coordinator().reportActiveInstance(provider_id, host, executor, empty)
+
+    # -- locality wait ------------------------------------------------------------------
+
+    def locality_wait(self) -> str:
+        return str(self._jsc.conf().get("spark.locality.wait", "3s"))
+
+    def set_locality_wait(self, value: str) -> None:
+        """Read by the task scheduler per task set, so a change applies from the next stage."""
+        self._jsc.conf().set("spark.locality.wait", value)
+
+    # -- executors ----------------------------------------------------------------------
+
+    def request_total_executors(self, total: int) -> bool:
+        """Ask the cluster manager for exactly `total` executors (absolute, not additive)."""
+        hosts = self._utils.toScalaMap(self._jvm.java.util.HashMap())
+        return bool(self._jsc.requestTotalExecutors(total, 0, hosts))
+
+    def kill_executors(self, ids: Iterable[str]) -> bool:
+        """Remove executors and lower the target, so they are not replaced."""
+        listed = self._jvm.java.util.ArrayList()
+        for executor in ids:
+            listed.add(str(executor))
+        return bool(self._jsc.killExecutors(self._utils.toSeq(listed)))
+
+    def executor_ids(self) -> list[str]:
+        """Registered, active executors (not the driver), from the status REST API."""
+        return [e.id for e in self.executors() if e.active]
+
+    def wait_for_executors(self, count: int, timeout: float = 60.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            ids = self.executor_ids()
+            if len(ids) == count:
+                return sorted(ids, key=_id_order)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(ids)} executors after {timeout}s, wanted {count}")
+            time.sleep(0.25)
+
+    # -- status REST API ----------------------------------------------------------------
+
+    def _rest(self, path: str) -> Any:
+        base = self.sc.uiWebUrl
+        if not base:
+            raise RuntimeError("the Spark UI is disabled: set spark.ui.enabled=true")
+        url = f"{base}/api/v1/applications/{self.sc.applicationId}{path}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+
+    def executors(self) -> list[ExecutorInfo]:
+        out = []
+        for item in self._rest("/executors"):
+            if item["id"] == "driver":
+                continue
+            out.append(
+                ExecutorInfo(
+                    id=str(item["id"]),
+                    host=str(item["hostPort"]).rsplit(":", 1)[0],
+                    active=bool(item.get("isActive", True)),
+                    cores=int(item.get("totalCores", 0)),
+                    total_duration_ms=float(item.get("totalDuration", 0)),
+                    memory_used=int(item.get("memoryUsed", 0)),
+                    max_memory=int(item.get("maxMemory", 0)),
+                    added_at=item.get("addTime"),
+                )
+            )
+        return out
+
+    def executor_host(self, executor: str) -> str:
+        for info in self.executors():
+            if info.id == executor:
+                return info.host
+        raise KeyError(f"executor {executor!r} is not registered")
+
+    def batch_tasks_all(self, run_id: str, batch_id: int, partitions: int) -> list[TaskRun]:
+        """Every task attempt of batch `batch_id`'s stateful stage: the last stage with
+        `partitions` tasks among the jobs of that batch (job group = run id, description
+        ends with `batch = N`, as MicroBatchExecution sets them)."""
+        suffix = f"batch = {batch_id}"
+        stage_ids: set[int] = set()
+        for job in self._rest("/jobs"):
+            if job.get("jobGroup") != run_id:
+                continue
+            if str(job.get("description") or "").rstrip().endswith(suffix):
+                stage_ids.update(int(s) for s in job.get("stageIds", []))
+        runs: list[TaskRun] = []
+        for stage_id in sorted(stage_ids, reverse=True):
+            attempts = [
+                a
+                for a in self._rest(f"/stages/{stage_id}")
+                if int(a.get("numTasks", -1)) == partitions and a["status"] != "SKIPPED"
+            ]
+            for attempt in attempts:
+                tasks = self._rest(
+                    f"/stages/{stage_id}/{attempt['attemptId']}/taskList?length={partitions * 8}"
+                )
+                runs.extend(
+                    TaskRun(
+                        stage_id=stage_id,
+                        partition=int(task["index"]),
+                        executor=str(task["executorId"]),
+                        locality=str(task.get("taskLocality")),
+                        duration_ms=float(task.get("duration", 0)),
+                        status=str(task.get("status")),
+                        records=int(_metric(task, "shuffleReadMetrics", "recordsRead")),
+                        run_time_ms=float(_metric(task, "executorRunTime")),
+                    )
+                    for task in tasks
+                )
+            if attempts:
+                return runs
+        return runs
+
+    def batch_tasks(self, run_id: str, batch_id: int, partitions: int) -> list[TaskRun]:
+        """The successful task of each partition in batch `batch_id`'s stateful stage."""
+        latest = {
+            t.partition: t
+            for t in self.batch_tasks_all(run_id, batch_id, partitions)
+            if t.status == "SUCCESS"
+        }
+        return [latest[p] for p in sorted(latest)]
+
+    def served_by(
+        self, run_id: str, batch_id: int, partitions: int, timeout: float = 10.0
+    ) -> dict[int, str]:
+        """Bin -> the executor that ran it in batch `batch_id`. Waits (up to `timeout`) for
+        the status store, which the listener bus fills asynchronously."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self.batch_tasks(run_id, batch_id, partitions)
+            if len(done) == partitions or time.monotonic() > deadline:
+                return {t.partition: t.executor for t in done}
+            time.sleep(0.1)
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def repartition_checkpoint(self, checkpoint: str, bins: int) -> None:
+        """Offline: change a stopped query's bin count (RocksDB checkpoints, Spark 4.2+)."""
+        manager = getattr(self.spark, "_streamingCheckpointManager", None)
+        if manager is None:
+            raise UnsupportedSparkError("this Spark has no streaming checkpoint manager")
+        manager.repartition(checkpoint, bins)
+
+
+def executor_of_location(location: str) -> str:
+    """`executor_127.0.0.1_1` (an ExecutorCacheTaskLocation) -> `"1"`; a bare host stays."""
+    if location.startswith("executor_"):
+        return location.rsplit("_", 1)[1]
+    return location
+
+
+def _metric(task: dict[str, Any], *path: str) -> float:
+    value: Any = task.get("taskMetrics") or {}
+    for key in path:
+        value = value.get(key, 0) if isinstance(value, dict) else 0
+    return float(value or 0)
+
+
+def _id_order(executor: str) -> tuple[int, str]:
+    return (int(executor), "") if executor.isdigit() else (1 << 30, executor)

@@ -1,0 +1,154 @@
+"""Bin migration on a real 2-executor standalone cluster (see conftest). Tests share one
+driver session and run in file order; the executor-kill test is last."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swivel.controllers.assignments import bins_by_executor
+from swivel.jobs.migration.cluster import LocalCluster
+from swivel.jobs.migration.executor import BinMover
+from swivel.jobs.migration.policies import run_round
+from swivel.jobs.migration.workload import KeyedWorkload
+
+from .conftest import BINS
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+
+@contextlib.contextmanager
+def running(
+    spark: Any, tmp_path: Path, files: int = 40, **options: Any
+) -> Iterator[tuple[KeyedWorkload, BinMover]]:
+    workload = KeyedWorkload(spark, tmp_path, bins=BINS, **options)
+    workload.write_inputs(files)
+    mover = BinMover(spark, BINS)
+    query = workload.start(boundary=mover.wrap)
+    mover.attach(query)
+    try:
+        workload.wait_for_batch(1)
+        yield workload, mover
+    finally:
+        workload.stop()
+        mover.close()
+
+
+def assert_conserved(workload: KeyedWorkload, mover: BinMover) -> None:
+    """Every input file processed; state rows and counts equal the reference; no bin ran
+    twice in a batch."""
+    workload.query.processAllAvailable()
+    workload.stop()
+    assert workload.state_counts() == workload.reference()
+    assert [b for b, record in mover.batches.items() if record.duplicates] == []
+
+
+def test_one_bin_moved_lands(cluster_spark: Any, tmp_path: Path) -> None:
+    with running(cluster_spark, tmp_path) as (_workload, mover):
+        before = mover.current_assignment()
+        moved = 0
+        target_executor = next(e for e in mover.executors() if e != before[moved])
+        migration = mover.wait(mover.migrate({**before, moved: target_executor}, "fluid"))
+        assert migration.phase == "Completed"
+        assert (migration.moved, migration.total, migration.landed_elsewhere) == (1, 1, [])
+        outcome = migration.outcomes[moved]
+        # The task list of the batch after the boundary says who served the bin.
+        record = mover.batches[outcome.verified_in_batch]
+        assert record.served[moved] == target_executor
+        assert {b: record.served[b] for b in before if b != moved} == {
+            b: e for b, e in before.items() if b != moved
+        }
+        assert mover.internals.locality_wait() == "3s"  # restored after the migration
+
+
+def test_batched_migration_conserves_rows(cluster_spark: Any, tmp_path: Path) -> None:
+    with running(cluster_spark, tmp_path, files=30) as (workload, mover):
+        before = mover.current_assignment()
+        owned = bins_by_executor(before)
+        giver, taker = sorted(owned)
+        target = dict(before)
+        for bin_id in owned[giver][: len(owned[giver]) // 2 + 1]:
+            target[bin_id] = taker
+        migration = mover.wait(
+            mover.migrate(target, "batched", batch_size=2, gap_batches=1), timeout=180
+        )
+        assert migration.phase == "Completed"
+        assert migration.moved == migration.total == len(owned[giver]) // 2 + 1
+        assert migration.plan.max_moves_per_step <= 2
+        last = max(mover.batches)
+        assert mover.batches[last].served == target
+        assert_conserved(workload, mover)
+
+
+def test_scale_out_to_three_and_back(
+    cluster: LocalCluster, cluster_spark: Any, tmp_path: Path
+) -> None:
+    cluster.wait_for_workers(2, timeout=60)
+    with running(cluster_spark, tmp_path, files=80) as (workload, mover):
+        out = mover.scale_to(3, "batched", batch_size=2, register_timeout_s=120)
+        assert out.phase == "Completed" and out.landed_elsewhere == []
+        executors = sorted(mover.executors())
+        assert len(executors) == 3
+        placement = mover.batches[max(mover.batches)].served
+        assert set(placement.values()) == set(executors)  # the new executor serves bins
+        assert out.meta_topology is not None
+        added = [i.executor for i in out.meta_topology.instances if i.status == "added"]
+        assert len(added) == 1
+
+        back = mover.scale_to(2, "all-at-once")
+        assert back.phase == "Completed" and back.landed_elsewhere == []
+        assert len(mover.executors()) == 2
+        drained = [i.executor for i in back.meta_topology.instances if i.status == "removed"]
+        assert len(drained) == 1 and drained[0] not in mover.executors()
+        workload.wait_for_batch(workload.batches_done() + 1)
+        assert set(mover.current_assignment().values()) == set(mover.executors())
+        assert_conserved(workload, mover)
+
+
+def test_policy_round_moves_hot_bin_off_busiest(cluster_spark: Any, tmp_path: Path) -> None:
+    probe = KeyedWorkload(cluster_spark, tmp_path / "probe", bins=BINS)
+    hot_bin = 3
+    hot = probe.keys_in_bin(hot_bin, 40_000, offset=1_000_000)
+    with running(cluster_spark, tmp_path, files=40, rows_per_batch=400, hot_keys=hot) as (
+        workload,
+        mover,
+    ):
+        workload.wait_for_batch(6)
+        before = mover.current_assignment()
+        result = run_round(mover, "rebalance", last_batches=4, checkpoint=workload.checkpoint)
+        busy = {e: s.busy_s for e, s in result.snapshot.executors.items()}
+        busiest = max(busy, key=lambda e: busy[e])
+        assert busiest == before[hot_bin], (busy, before)
+        assert result.decision.moves, result.to_dict()
+        (move,) = result.decision.moves
+        assert move.source == busiest
+        assert result.migration is not None and result.migration.moved == 1
+        assert_conserved(workload, mover)
+
+
+def test_executor_killed_during_migration(cluster_spark: Any, tmp_path: Path) -> None:
+    with running(cluster_spark, tmp_path, files=40) as (workload, mover):
+        before = mover.current_assignment()
+        owned = bins_by_executor(before)
+        giver, taker = sorted(owned)
+        target = dict(before)
+        for bin_id in owned[giver]:
+            target[bin_id] = taker
+        migration = mover.migrate(target, "fluid")
+        # Kill the receiving executor once the first move landed.
+        first = min(migration.outcomes)
+        while migration.outcomes[first].status != "landed" and not migration.done.is_set():
+            workload.wait_for_batch(workload.batches_done() + 1)
+        mover.internals.kill_executors([taker])
+        mover.wait(migration, timeout=180)
+        assert migration.phase == "Completed"
+        elsewhere = migration.landed_elsewhere
+        assert elsewhere, migration.to_dict()  # moves to the dead executor are reported
+        assert all(o.served_by == giver or o.served_by is None for o in elsewhere)
+        assert all(o.move.target == taker for o in elsewhere)
+        assert_conserved(workload, mover)
+        mover.internals.request_total_executors(2)  # give the next user its 2 executors
