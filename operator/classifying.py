@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from swivel.api.base import Disruption
+from swivel.api.base import API_GROUP, API_VERSION, Disruption
 from swivel.api.changes import diff_specs
 from swivel.api.reconfiguration import FunctionUpdate, JobRef, ReconfigurationSpec, Rescale
-from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJobSpec
+from swivel.api.streamjob import StreamJobSpec
 from swivel.operator.rendering import AUTOMATIC_LABEL, JOB_LABEL, TRIGGER_LABEL, Owner
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import kopf
 
+from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.reconfiguration import BinMove, JobRef, ReconfigurationSpec
-from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJob
+from swivel.api.streamjob import StreamJob
 from swivel.controllers import aimd
 from swivel.controllers.flux import (
     BinLoad,

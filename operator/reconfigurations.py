@@ -19,13 +19,14 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.reconfiguration import (
     ReconfigurationSpec,
     ReconfigurationStatus,
     validate_against_job,
 )
-from swivel.api.streamjob import API_GROUP, API_VERSION, LastReconfiguration, StreamJob
+from swivel.api.streamjob import LastReconfiguration, StreamJob
 from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
 from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress

@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJob, StreamJobSpec
+from swivel.api.base import API_GROUP, API_VERSION
+from swivel.api.streamjob import StreamJob, StreamJobSpec
 
 Manifest = dict[str, Any]
 

@@ -21,9 +21,10 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.reconfiguration import ReconfigurationPhase
-from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJob, StreamJobSpec, StreamJobStatus
+from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.operator import events, metrics
 from swivel.operator.agents import AgentUnreachable
 from swivel.operator.classifying import classify, edit_reconfiguration

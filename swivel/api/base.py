@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 
@@ -27,6 +27,26 @@ class ApiModel(BaseModel):
     def to_manifest(self) -> dict[str, Any]:
         """The wire form: camelCase, JSON types, defaults included."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+API_GROUP = "swivel.dev"
+API_VERSION = "v1alpha1"
+
+
+class Resource(ApiModel):
+    """What both custom resources share: the envelope. Subclasses set `kind`'s default."""
+
+    api_version: str = f"{API_GROUP}/{API_VERSION}"
+    kind: str
+    metadata: dict[str, object] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", "default"))
 
 
 class Disruption(enum.IntEnum):

@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from swivel.api.base import API_GROUP
 from swivel.api.errors import FieldProblem, SpecError, problems_from
 from swivel.api.reconfiguration import Reconfiguration
-from swivel.api.streamjob import API_GROUP, StreamJob
+from swivel.api.streamjob import StreamJob
 
 Resource = TypeVar("Resource", StreamJob, Reconfiguration)
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from swivel.api.base import ApiModel
+from swivel.api.base import ApiModel, Resource
 from swivel.api.conditions import Condition
 from swivel.api.dataflow import FUNCTION_REF_PATTERN, OPERATOR_NAME_PATTERN
 from swivel.api.errors import FieldProblem, SpecError, semantic_error
-from swivel.api.streamjob import API_GROUP, API_VERSION, StreamJobSpec
+from swivel.api.streamjob import StreamJobSpec
 
 
 class Scheduler(enum.StrEnum):
@@ -179,9 +179,7 @@ class ReconfigurationStatus(ApiModel):
     message: str | None = None
 
 
-class Reconfiguration(ApiModel):
-    api_version: str = f"{API_GROUP}/{API_VERSION}"
+class Reconfiguration(Resource):
     kind: str = "Reconfiguration"
-    metadata: dict[str, object] = Field(default_factory=dict)
     spec: ReconfigurationSpec
     status: ReconfigurationStatus | None = None

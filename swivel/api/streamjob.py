@@ -14,13 +14,11 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from swivel.api.base import ApiModel, Disruption
+from swivel.api.base import ApiModel, Disruption, Resource
 from swivel.api.conditions import Condition
 from swivel.api.dataflow import DataflowSpec
 from swivel.api.errors import semantic_error
 
-API_GROUP = "swivel.dev"
-API_VERSION = "v1alpha1"
 DEFAULT_IMAGE = "ghcr.io/swivel-dev/swivel:0.1.0"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
 
@@ -175,13 +173,7 @@ class StreamJobStatus(ApiModel):
     message: str | None = None
 
 
-class StreamJob(ApiModel):
-    api_version: str = f"{API_GROUP}/{API_VERSION}"
+class StreamJob(Resource):
     kind: str = "StreamJob"
-    metadata: dict[str, object] = Field(default_factory=dict)
     spec: StreamJobSpec
     status: StreamJobStatus | None = None
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", "job"))
