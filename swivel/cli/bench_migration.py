@@ -1,0 +1,69 @@
+"""`swivel bench migration` and `swivel bench overhead`: bin migration on a local standalone
+cluster (started and stopped by the command). See docs/migration.md for the figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+def _emit(report: dict[str, object], output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(report, indent=2))
+        return
+    for key, value in report.items():
+        click.echo(f"{key}: {json.dumps(value)}")
+
+
+@click.command("migration")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text")
+@click.option("--bins", type=int, default=32, show_default=True)
+@click.option("--keys", type=int, default=64_000, show_default=True)
+@click.option("--payload-bytes", type=int, default=1_000, show_default=True)
+@click.option("--batch-size", type=int, default=1, show_default=True, help="Batched strategy.")
+@click.option("--gap-batches", type=int, default=0, show_default=True)
+@click.option(
+    "--plots",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results"),
+    show_default=True,
+    help="Folder for the latency-timeline PNGs (one per strategy).",
+)
+def migration(
+    *,
+    output: str,
+    bins: int,
+    keys: int,
+    payload_bytes: int,
+    batch_size: int,
+    gap_batches: int,
+    plots: Path,
+) -> None:
+    """Move half of one executor's bins to the other: all-at-once, fluid, batched."""
+    from swivel.jobs.migration.bench import run_migration_bench
+
+    report = run_migration_bench(
+        bins=bins,
+        keys=keys,
+        payload_bytes=payload_bytes,
+        batch_size=batch_size,
+        gap_batches=gap_batches,
+        plot_dir=plots,
+    )
+    _emit(report, output)
+
+
+@click.command("overhead")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text")
+@click.option("--batches", type=int, default=10, show_default=True)
+@click.option("--rounds", type=int, default=2, show_default=True)
+def overhead(output: str, batches: int, rounds: int) -> None:
+    """The same keyed query plain and under Swivel's migration runtime (no moves)."""
+    from swivel.jobs.migration.bench import run_overhead_bench
+
+    _emit(run_overhead_bench(batches=batches, rounds=rounds), output)
+
+
+COMMANDS = (migration, overhead)
