@@ -1,0 +1,74 @@
+"""`swivel driver --job-config JOB.yaml`: the driver pod's `spark` container (docs/operator.md).
+
+It starts the job's query from its checkpoint with the agent beside it as feed and driver
+channel (`$SWIVEL_AGENT_URL`, `$SWIVEL_AGENT_TOKEN`), the Spark settings of the manifest
+(`sparkConf`: on a cluster Spark on Kubernetes in client mode; in the sandbox the kubelet
+made it `local[2]`), and runs until the query fails (exit 1: the kubelet restarts the
+container, resuming from the checkpoint) or SIGTERM (stop at a batch boundary, exit 0).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from swivel.api.errors import SpecError
+from swivel.api.manifests import load_streamjob
+from swivel.cli.errors import fail
+
+_FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
+DEFAULT_CHECKPOINT_ROOT = "/var/lib/swivel/checkpoints"
+
+
+@click.command("driver")
+@click.option("--job-config", "job_path", type=_FILE, required=True, help="The StreamJob.")
+@click.option("--boundary-timeout", type=float, default=50.0, show_default=True,
+              help="Seconds to wait for a batch boundary on SIGTERM.")  # fmt: skip
+def command(job_path: Path, boundary_timeout: float) -> None:
+    """Run the job's query with the agent beside it, until SIGTERM or failure."""
+    try:
+        job = load_streamjob(job_path)
+    except SpecError as error:
+        fail(error, str(job_path))
+    url = os.environ.get("SWIVEL_AGENT_URL")
+    token = os.environ.get("SWIVEL_AGENT_TOKEN")
+    if not url:
+        raise click.ClickException("SWIVEL_AGENT_URL is not set (the agent beside the driver)")
+    from swivel.embedded.sessions import local_session
+    from swivel.jobs.runtime.compiling import job_snapshot
+    from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
+    from swivel.jobs.runtime.feeds import AgentFeed
+
+    spec = job.spec
+    master = spec.spark_conf.get("spark.master", "local[2]")
+    checkpoint = spec.checkpoint.location or f"{DEFAULT_CHECKPOINT_ROOT}/{job.name}"
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    spark = local_session(spec, master=master)
+    runtime = JobRuntime(
+        spec,
+        spark,
+        checkpoint=checkpoint,
+        name="".join(c if c.isalnum() else "_" for c in job.name),
+        feed=AgentFeed(url, token, job_snapshot(spec)),
+        agent=AgentDriverChannel(url, token),
+    )
+    runtime.start()
+    click.echo(f"swivel driver: {job.name} runs (master {master}, checkpoint {checkpoint})")
+    failure = None
+    while not stop.wait(0.5):
+        query = runtime.query
+        if query is not None and not query.isActive and query.exception() is not None:
+            failure = query.exception()
+            break
+    if failure is not None:
+        runtime.stop()
+        raise click.ClickException(f"the query failed: {failure}")
+    click.echo("swivel driver: SIGTERM, stopping at the next batch boundary")
+    runtime.stop_at_boundary(boundary_timeout)
+    runtime.stop()
+    spark.stop()
