@@ -150,6 +150,7 @@ class BinMover:
         max_attempts: int = 3,
         on_progress: ProgressCallback | None = None,
         verify_timeout_s: float = 20.0,
+        verify_async: bool = True,
     ) -> None:
         self.spark = spark
         self.bins = bins
@@ -158,6 +159,7 @@ class BinMover:
         self.max_attempts = max_attempts
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
+        self.verify_async = verify_async
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
         self.history: list[Migration] = []
@@ -251,12 +253,19 @@ class BinMover:
         return self.submit(plan, topology, kind=kind)
 
     def submit(
-        self, plan: MigrationPlan, topology: MetaTopology | None = None, *, kind: str = "move-bins"
+        self,
+        plan: MigrationPlan,
+        topology: MetaTopology | None = None,
+        *,
+        kind: str = "move-bins",
+        on_submit: Callable[[Migration], None] | None = None,
     ) -> Migration:
         """Queue a plan; its first step is applied at the next boundary."""
         migration = Migration(f"migration-{next(_ids)}", plan, topology, kind)
         for move in plan.moves:
             migration.outcomes[move.bin] = MoveOutcome(move)
+        if on_submit is not None:
+            on_submit(migration)
         with self._lock:
             self._queue.append(migration)
             self.history.append(migration)
@@ -274,8 +283,10 @@ class BinMover:
         """Batch `batch_id`'s stateful tasks are done and the next batch's not started."""
         with self._lock:
             self.last_boundary = batch_id
-            if self._watch_batches:
+            if self._watch_batches and self.verify_async:
                 self._verify.put(batch_id)
+            elif self._watch_batches:
+                self.record_batch(batch_id)
             active = self._active
             if active is None and self._queue:
                 active = self._active = self._queue.pop(0)
@@ -420,6 +431,7 @@ class BinMover:
         gap_batches: int = 0,
         register_timeout_s: float = 120.0,
         migration_timeout_s: float = 600.0,
+        on_submit: Callable[[Migration], None] | None = None,
     ) -> Migration:
         """Add executors and move bins onto them, or drain executors and then remove them.
         Blocks until done (call from a control thread, not from a batch)."""
@@ -438,7 +450,7 @@ class BinMover:
             current, target, strategy, batch_size=batch_size, gap_batches=gap_batches
         )
         topology = plan_meta_topology(current, target, old_executors=before, new_executors=keep)
-        migration = self.submit(plan, topology, kind="rescale")
+        migration = self.submit(plan, topology, kind="rescale", on_submit=on_submit)
         self.wait(migration, migration_timeout_s)
         if drained:
             self.internals.kill_executors(drained)

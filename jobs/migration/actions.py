@@ -1,0 +1,119 @@
+"""Driver actions for bin moves and rescales (the driver channel of docs/control-protocol.md)
+and the progress reports that flow back to the agent.
+
+Actions (`GET /v1/driver/actions`, oldest first by `seq`):
+
+    {"seq": 4, "action": "move-bins", "planId": "p-3",
+     "moves": [{"bins": [3, 5], "to": "1"}],
+     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0}}
+    {"seq": 5, "action": "request-executors", "planId": "p-4", "executors": 3,
+     "migration": {...}}                      # rescale: scale out and move bins, or drain + kill
+    {"seq": 6, "action": "kill-executors", "planId": "p-5", "executors": ["2"]}
+
+Progress (`POST /v1/driver/migration`), after every boundary of a running migration:
+
+    {"planId": "p-3", "phase": "Running", "binsMoved": 1, "binsTotal": 2, "step": 1,
+     "steps": 2, "landedElsewhere": [], "retries": 0, "metaTopology": {...}}
+
+`driver_action` builds the action the agent queues for an accepted Reconfiguration;
+`MigrationActions.handle` carries one out in the driver (a control thread: a rescale blocks
+until executors registered and bins moved).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from swivel.controllers.assignments import apply_moves
+from swivel.jobs.migration.executor import BinMover, Migration
+
+ACTIONS = ("move-bins", "request-executors", "kill-executors")
+Reporter = Callable[[dict[str, Any]], None]
+
+
+def driver_action(plan_id: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The driver action for a Reconfiguration spec (wire form), None if it moves nothing."""
+    migration = dict(spec.get("migration") or {})
+    if spec.get("rescale"):
+        return {
+            "action": "request-executors",
+            "planId": plan_id,
+            "executors": int(spec["rescale"]["executors"]),
+            "migration": migration,
+        }
+    if spec.get("moves"):
+        return {
+            "action": "move-bins",
+            "planId": plan_id,
+            "moves": [{"bins": list(m["bins"]), "to": str(m["to"])} for m in spec["moves"]],
+            "migration": migration,
+        }
+    return None
+
+
+def progress_report(plan_id: str | None, migration: Migration) -> dict[str, Any]:
+    body = migration.to_dict()
+    body.pop("plan", None)
+    return {"planId": plan_id, **body}
+
+
+class MigrationActions:
+    """Carries out driver actions with a `BinMover`; reports progress through `report`."""
+
+    def __init__(self, mover: BinMover, report: Reporter | None = None) -> None:
+        self.mover = mover
+        self.report = report
+        self.plan_ids: dict[str, str] = {}  # migration id -> plan id
+        mover.on_progress = self._forward
+
+    def _forward(self, body: dict[str, Any]) -> None:
+        if self.report is not None:
+            body = {k: v for k, v in body.items() if k != "plan"}
+            self.report({"planId": self.plan_ids.get(str(body.get("id"))), **body})
+
+    def handle(self, action: Mapping[str, Any], *, block: bool = False) -> bool:
+        """Carry out `action` if it is one of `ACTIONS` (False: not ours). Rescales run in
+        a thread unless `block`."""
+        kind = action.get("action")
+        if kind not in ACTIONS:
+            return False
+        if block:
+            self._run(action)
+        else:
+            threading.Thread(
+                target=self._run, args=(action,), daemon=True, name="swivel-migration"
+            ).start()
+        return True
+
+    def _run(self, action: Mapping[str, Any]) -> Migration | None:
+        options = dict(action.get("migration") or {})
+        strategy = str(options.get("strategy", "batched"))
+        batch_size = int(options.get("batchSize", 4))
+        gap_batches = int(options.get("gapBatches", 0))
+        plan_id = str(action.get("planId") or "")
+        try:
+            if action["action"] == "move-bins":
+                current = self.mover.current_assignment()
+                moves = [(list(m["bins"]), str(m["to"])) for m in action["moves"]]
+                target = apply_moves(current, moves, executors=self.mover.executors())
+                migration = self.mover.migrate(
+                    target, strategy, batch_size=batch_size, gap_batches=gap_batches
+                )
+                self.plan_ids[migration.id] = plan_id
+                return self.mover.wait(migration, 900)
+            if action["action"] == "request-executors":
+                return self.mover.scale_to(
+                    int(action["executors"]),
+                    strategy,
+                    batch_size=batch_size,
+                    gap_batches=gap_batches,
+                    on_submit=lambda m: self.plan_ids.__setitem__(m.id, plan_id),
+                )
+            self.mover.internals.kill_executors([str(e) for e in action["executors"]])
+            return None
+        except Exception as error:
+            if self.report is not None:
+                self.report({"planId": plan_id, "phase": "Failed", "message": str(error)})
+            return None
