@@ -75,9 +75,16 @@ class AgentDriverChannel:
 
     def actions(self, since: int, timeout: float = 20.0) -> list[Mapping[str, Any]]:
         """Boundary actions after `since` (long-poll)."""
-        answer = self._request(
-            "GET", f"/v1/driver/actions?since={since}&timeout={timeout:g}", timeout=timeout + 5
-        )
+        try:
+            answer = self._request(
+                "GET", f"/v1/driver/actions?since={since}&timeout={timeout:g}", timeout=timeout + 5
+            )
+        except urllib.error.HTTPError as error:
+            if error.code == 304:  # the agent's "nothing new" after the long-poll
+                return []
+            raise
+        if isinstance(answer, dict) and "action" in answer:  # the agent answers one action
+            return [answer]
         return list((answer or {}).get("actions", []))
 
 
