@@ -15,9 +15,31 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that `swivel --help` stays fast and each command owns its imports.
-    from swivel.cli import agent, check_schedule, crds, driver, operator, plan, sandbox
+    from swivel.cli import (
+        agent,
+        apply,
+        check_schedule,
+        crds,
+        driver,
+        operator,
+        plan,
+        run,
+        sandbox,
+        status,
+    )
 
-    for module in (agent, check_schedule, crds, driver, operator, plan, sandbox):
+    for module in (
+        agent,
+        apply,
+        check_schedule,
+        crds,
+        driver,
+        operator,
+        plan,
+        run,
+        sandbox,
+        status,
+    ):
         cli.add_command(module.command)
 
 

@@ -1,0 +1,102 @@
+"""The sidecar agent as a local subprocess: 127.0.0.1, a free port, a fresh token.
+
+It runs in its own process (as on Kubernetes, where it is a sidecar container) so that a
+busy driver - py4j calls, the GIL held by pandas in local mode - never slows the control
+channel down, and in its own session so that Ctrl-C in the terminal reaches `swivel run`
+only: `swivel run` stops the query at a batch boundary first and the agent after.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class AgentStartFailed(RuntimeError):  # noqa: N818 - the name is the condition
+    """The agent process exited or did not answer in time."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class LocalAgent:
+    """`swivel agent` for one job manifest; `start()`, then `url`/`token`, then `stop()`."""
+
+    manifest: Path
+    state_dir: Path
+    schedule_dir: Path | None = None
+    port: int = 0
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    log_path: Path | None = None
+    _process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self, timeout_s: float = 30.0) -> LocalAgent:
+        self.port = self.port or free_port()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "swivel", "agent", "--job", str(self.manifest),
+            "--host", "127.0.0.1", "--port", str(self.port), "--state-dir", str(self.state_dir),
+        ]  # fmt: skip
+        if self.schedule_dir is not None:
+            self.schedule_dir.mkdir(parents=True, exist_ok=True)
+            command += ["--schedule-dir", str(self.schedule_dir)]
+        env = {k: v for k, v in os.environ.items() if k != "SWIVEL_AGENT_TOKEN_FILE"}
+        env["SWIVEL_AGENT_TOKEN"] = self.token
+        log_path = self.log_path or self.state_dir / "agent.log"
+        with log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_healthy(timeout_s, log_path)
+        return self
+
+    def _wait_healthy(self, timeout_s: float, log_path: Path) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._process.poll() is not None:
+                raise AgentStartFailed(
+                    f"the agent exited ({self._process.returncode}): "
+                    + log_path.read_text(errors="replace")[-2000:]
+                )
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=0.5):
+                    return
+            except (OSError, urllib.error.URLError):
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise AgentStartFailed(
+                        f"the agent did not answer within {timeout_s}s"
+                    ) from None
+                time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout_s)

@@ -1,0 +1,90 @@
+"""The fraud-detection example sized for this machine: the demo's and the benchmark's job.
+
+The example manifest is the job a cluster would run; embedded runs keep its dataflow and
+functions but choose how big it is: state partitions (bins), how many customers and
+merchants the generator draws, how expensive the expensive model is, and the input rate. A
+surge is a rate above what the expensive model sustains: each micro-batch then holds the
+rows that arrived during the previous one, so batches grow longer batch after batch, and
+the swap to the cheap model drains the backlog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from swivel.api.dataflow import DataflowSpec
+from swivel.api.manifests import load_reconfiguration, load_streamjob
+from swivel.api.reconfiguration import Reconfiguration
+from swivel.api.streamjob import StreamJob
+
+EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "fraud-detection"
+EXPENSIVE_OPERATOR = "customer-detector"
+
+
+@dataclass(frozen=True)
+class Sizing:
+    rows_per_second: int = 90
+    bins: int = 4
+    customers: int = 32
+    merchants: int = 8
+    work: int = 600  # rounds of the expensive model per payment (~5 µs each)
+    trigger_ms: int = 500
+    max_records_per_arrow_batch: int = 16
+
+
+DEMO = Sizing()
+SMOKE = Sizing(rows_per_second=60, work=300, customers=16)
+
+
+def example_job(sizing: Sizing = DEMO) -> StreamJob:
+    """The example StreamJob at `sizing` (generator source at its rate, memory sink)."""
+    job = load_streamjob(EXAMPLE_DIR / "streamjob.yaml")
+    wire = job.spec.dataflow.model_dump(by_alias=True)
+    wire["bins"] = sizing.bins
+    for op in wire["operators"]:
+        if op["name"] == EXPENSIVE_OPERATOR:
+            op["params"] = {**op["params"], "work": sizing.work}
+    options = {
+        **job.spec.source.options,
+        "customers": str(sizing.customers),
+        "merchants": str(sizing.merchants),
+    }
+    source = job.spec.source.model_copy(
+        update={"rows_per_second": sizing.rows_per_second, "options": options}
+    )
+    trigger = job.spec.trigger.model_copy(update={"interval_ms": sizing.trigger_ms})
+    spark_conf = {
+        **job.spec.spark_conf,
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(sizing.max_records_per_arrow_batch),
+    }
+    spec = job.spec.model_copy(
+        update={
+            "dataflow": DataflowSpec.model_validate(wire),
+            "source": source,
+            "trigger": trigger,
+            "spark_conf": spark_conf,
+        }
+    )
+    return job.model_copy(update={"spec": spec})
+
+
+def swap_model() -> Reconfiguration:
+    """The example's reconfiguration (expensive -> cheap model, combiner any -> both)."""
+    return load_reconfiguration(EXAMPLE_DIR / "reconfiguration.yaml")
+
+
+def swap_back(sizing: Sizing = DEMO) -> dict[str, object]:
+    """The reverse update, applied between trials so each starts from the expensive model."""
+    return {
+        "jobRef": {"name": "fraud-detection"},
+        "scheduler": "fries",
+        "functionUpdates": [
+            {
+                "operator": EXPENSIVE_OPERATOR,
+                "function": "swivel.jobs.examples.fraud:customer_model",
+                "params": {"model": "expensive", "threshold": 0.8, "work": sizing.work},
+            },
+            {"operator": "combine", "params": {"rule": "any"}},
+        ],
+    }
