@@ -1,17 +1,53 @@
-"""`swivel bench ...`: the benchmarks, one subcommand each. Subcommands live in their own
-modules and are added here (`bench_migration`: `migration`, `overhead`)."""
+"""`swivel bench reconfiguration`: reconfiguration delay per scheduler, consistency
+violations, and the control channel's cost, measured on a local job (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import click
+import json
+import sys
+import tempfile
+from pathlib import Path
 
-from swivel.cli import bench_migration
+import click
 
 
 @click.group("bench")
 def command() -> None:
-    """Run a benchmark and print its figures (`--output json` for the contract shape)."""
+    """Benchmarks that run real jobs on this machine."""
 
 
-for _subcommand in bench_migration.COMMANDS:
-    command.add_command(_subcommand)
+@command.command("reconfiguration")
+@click.option("--output", "-o", type=click.Choice(["json"]), default="json", show_default=True)
+@click.option("--trials", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--size", type=click.Choice(["demo", "smoke"]), default="demo", hidden=True)
+@click.option("--surge-batch-s", type=float, default=4.0, hidden=True)
+@click.option("--after-s", type=float, default=3.0, hidden=True)
+@click.option("--schedulers", default="fries,epoch,restart,naive", hidden=True)
+@click.option("--no-overhead", is_flag=True, hidden=True)
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
+def reconfiguration(  # noqa: PLR0917 - one parameter per click option
+    output: str,
+    trials: int,
+    size: str,
+    surge_batch_s: float,
+    after_s: float,
+    schedulers: str,
+    no_overhead: bool,
+    workdir: Path | None,
+) -> None:
+    """The fraud swap under fries, epoch, restart and naive; prints one JSON document."""
+    from swivel.embedded.benchmark import run_benchmark
+    from swivel.embedded.sizing import DEMO, SMOKE
+
+    folder = workdir or Path(tempfile.mkdtemp(prefix="swivel-bench-"))
+    document = run_benchmark(
+        folder,
+        SMOKE if size == "smoke" else DEMO,
+        trials,
+        surge_batch_s=surge_batch_s,
+        after_s=after_s,
+        schedulers=tuple(s.strip() for s in schedulers.split(",") if s.strip()),
+        overhead=not no_overhead,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    click.echo(json.dumps(document, indent=2))

@@ -18,8 +18,10 @@ def _register() -> None:
     from swivel.cli import (
         agent,
         apply,
+        bench,
         check_schedule,
         crds,
+        demo,
         driver,
         operator,
         plan,
@@ -31,6 +33,8 @@ def _register() -> None:
     for module in (
         agent,
         apply,
+        bench,
+        demo,
         check_schedule,
         crds,
         driver,

@@ -33,6 +33,7 @@ class EmbeddedJob:
     spark: Any  # pyspark.sql.SparkSession (imported lazily: `swivel --help` stays fast)
     record_schedule: bool = False
     agent_port: int = 0
+    agent_token: str | None = None
     agent: LocalAgent | None = None
     runtime: Any = None  # swivel.jobs.runtime.driver.JobRuntime once started
     _env_before: dict[str, str | None] = field(default_factory=dict)
@@ -56,12 +57,12 @@ class EmbeddedJob:
         return job.model_copy(update={"spec": job.spec.model_copy(update={"sink": sink})})
 
     def output_rows(self, columns: tuple[str, ...]) -> Any:
-        """The rows written so far (a pandas DataFrame of `columns`), for files sinks."""
+        """The rows written so far as a pandas DataFrame of `columns` (SQL expressions)."""
         import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
         if not self.output_dir.is_dir() or not any(self.output_dir.glob("*.parquet")):
-            return pd.DataFrame(columns=list(columns))
-        return self.spark.read.parquet(str(self.output_dir)).select(*columns).toPandas()
+            return pd.DataFrame(columns=[c.rsplit(" ", 1)[-1] for c in columns])
+        return self.spark.read.parquet(str(self.output_dir)).selectExpr(*columns).toPandas()
 
     def start(self) -> EmbeddedJob:
         from swivel.jobs.runtime.compiling import job_snapshot
@@ -71,12 +72,15 @@ class EmbeddedJob:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.job = self._restartable(self.job)
         self.manifest_path.write_text(json.dumps(self.job.to_manifest(), indent=2))
-        self.agent = LocalAgent(
+        agent = LocalAgent(
             self.manifest_path,
             state_dir=self.workdir / "agent",
             schedule_dir=self.schedule_dir,
             port=self.agent_port,
-        ).start()
+        )
+        if self.agent_token:
+            agent.token = self.agent_token
+        self.agent = agent.start()
         self._point_workers_at(self.agent.url, self.agent.token)
         try:
             self.runtime = JobRuntime(

@@ -37,14 +37,14 @@ DEMO = Sizing()
 SMOKE = Sizing(rows_per_second=60, work=300, customers=16)
 
 
-def example_job(sizing: Sizing = DEMO) -> StreamJob:
+def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
     """The example StreamJob at `sizing` (generator source at its rate, memory sink)."""
     job = load_streamjob(EXAMPLE_DIR / "streamjob.yaml")
     wire = job.spec.dataflow.model_dump(by_alias=True)
     wire["bins"] = sizing.bins
     for op in wire["operators"]:
         if op["name"] == EXPENSIVE_OPERATOR:
-            op["params"] = {**op["params"], "work": sizing.work}
+            op["params"] = {**op["params"], "work": sizing.work, "model": model}
     options = {
         **job.spec.source.options,
         "customers": str(sizing.customers),

@@ -1,0 +1,123 @@
+"""`swivel bench reconfiguration`: the same swap under every scheduler, several trials
+each, on one running query; plus the control channel's steady-state cost.
+
+The JSON document is a contract (issue 3, "The benchmark"): `schedulers.<name>` holds
+`delay_ms.p50`/`max`, `violations` (summed over trials, from the recorded schedule) and
+`trials`; `ratios` compares fries with the baselines on p50 delay; `control_channel` is
+the overhead measurement. Keys may be added, never renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from swivel.embedded.agents import free_port
+from swivel.embedded.overhead import measure_overhead
+from swivel.embedded.running import EmbeddedJob
+from swivel.embedded.sessions import local_session
+from swivel.embedded.sizing import Sizing, example_job
+from swivel.embedded.trials import SCHEDULERS, WARM_UP_RATE, Trial, TrialRunner
+from swivel.embedded.verdicts import check_run
+
+
+def run_benchmark(
+    workdir: Path,
+    sizing: Sizing,
+    trials: int,
+    *,
+    surge_batch_s: float,
+    after_s: float,
+    schedulers: tuple[str, ...] = SCHEDULERS,
+    overhead: bool = True,
+    log: Any = print,
+) -> dict[str, Any]:
+    job = example_job(sizing)
+    warm = job.spec.source.model_copy(update={"rows_per_second": WARM_UP_RATE})
+    job = job.model_copy(update={"spec": job.spec.model_copy(update={"source": warm})})
+    started = time.time()
+    spark = local_session(job.spec, workdir / "spark.log")
+    port, token = free_port(), secrets.token_hex(16)
+    control: dict[str, Any] | None = None
+    try:
+        if overhead:
+            log("measuring the control channel's steady-state cost ...")
+            cheap = example_job(sizing, model="cheap")
+            control = measure_overhead(spark, cheap, workdir, port, token).to_json()
+            log(f"control channel: {control}")
+        embedded = EmbeddedJob(
+            job, workdir / "run", spark, record_schedule=True, agent_port=port, agent_token=token
+        )
+        results: list[Trial] = []
+        with embedded:
+            runner = TrialRunner(embedded, sizing, surge_batch_s)
+            runner.start_surge()
+            for round_ in range(trials):
+                for scheduler in schedulers:
+                    trial = runner.trial(scheduler, after_s)
+                    log(f"trial {round_ + 1}/{trials}: {trial.summary()}")
+                    results.append(trial)
+        assert embedded.schedule_dir is not None
+        whole = check_run(embedded.schedule_dir)
+    finally:
+        spark.stop()
+    return _document(results, control, whole, sizing, time.time() - started)
+
+
+def _document(
+    results: list[Trial],
+    control: dict[str, Any] | None,
+    whole: Any,
+    sizing: Sizing,
+    elapsed_s: float,
+) -> dict[str, Any]:
+    schedulers: dict[str, Any] = {}
+    for name in dict.fromkeys(t.scheduler for t in results):
+        mine = [t for t in results if t.scheduler == name]
+        delays = [t.delay_ms for t in mine if t.delay_ms is not None]
+        schedulers[name] = {
+            "delay_ms": {
+                "p50": round(statistics.median(delays), 1) if delays else None,
+                "max": round(max(delays), 1) if delays else None,
+            },
+            "violations": sum(t.violations for t in mine),
+            "trials": len(mine),
+            "trials_with_violations": sum(1 for t in mine if t.violations),
+            "records_checked": sum(t.records for t in mine),
+            "batch_ms_before_p50": round(statistics.median(t.batch_ms_before for t in mine), 1),
+            "completed": sum(1 for t in mine if t.plan.get("phase") == "Completed"),
+        }
+    return {
+        "schedulers": schedulers,
+        "ratios": {
+            "fries/epoch": _ratio(schedulers, "fries", "epoch"),
+            "fries/restart": _ratio(schedulers, "fries", "restart"),
+        },
+        "control_channel": control,
+        "whole_run": {
+            "serializable": whole.serializable,
+            "records": whole.records,
+            "violations": len(whole.violations),
+        },
+        "setup": {
+            "rows_per_second": sizing.rows_per_second,
+            "bins": sizing.bins,
+            "customers": sizing.customers,
+            "work": sizing.work,
+            "cpus": os.cpu_count(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "elapsed_s": round(elapsed_s, 1),
+        },
+    }
+
+
+def _ratio(schedulers: dict[str, Any], a: str, b: str) -> float | None:
+    try:
+        x, y = schedulers[a]["delay_ms"]["p50"], schedulers[b]["delay_ms"]["p50"]
+    except KeyError:
+        return None
+    return round(x / y, 4) if x is not None and y else None
