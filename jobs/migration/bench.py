@@ -56,9 +56,9 @@ def _session_conf() -> dict[str, str]:
 
 def run_migration_bench(
     *,
-    bins: int = 32,
-    keys: int = 64_000,
-    payload_bytes: int = 1_000,
+    bins: int = 16,
+    keys: int = 320_000,
+    payload_bytes: int = 1_500,
     rows_per_batch: int = 2_000,
     batch_size: int = 1,
     gap_batches: int = 0,
@@ -69,9 +69,9 @@ def run_migration_bench(
     root = workdir or Path(tempfile.mkdtemp(prefix="swivel-bench-migration-"))
     cluster = LocalCluster(workers=1, root=root / "cluster")
     cluster.start()
-    spark = cluster.session(
-        executors=2, bins=bins, app_name="swivel-bench-migration", conf=_session_conf()
-    )
+    # 2 GiB executors: the default state store keeps each executor's bins in its heap.
+    conf = {**_session_conf(), "spark.executor.memory": "2g"}
+    spark = cluster.session(executors=2, bins=bins, app_name="swivel-bench-migration", conf=conf)
     try:
         workload = KeyedWorkload(
             spark, root / "job", bins, keys, payload_bytes, rows_per_batch=rows_per_batch
@@ -80,7 +80,7 @@ def run_migration_bench(
         mover = BinMover(spark, bins)
         query = workload.start(boundary=mover.wrap)
         mover.attach(query)
-        workload.wait_for_batch(3)
+        workload.wait_for_batch(6)  # state built, first snapshots written, JIT warm
         rows_before = sum(workload.state_rows_per_bin().values())
         start = workload.batches_done() + 1
         workload.wait_for_batch(start + steady_batches - 1)
@@ -143,7 +143,8 @@ def run_migration_bench(
             },
         }
         if plot_dir is not None:
-            report["plots"] = plot_timelines(timelines, steady_p50, plot_dir)
+            windows = {name: tuple(r["batches"]) for name, r in results.items()}
+            report["plots"] = plot_timelines(timelines, steady_p50, plot_dir, windows)
         mover.close()
         return report
     finally:
@@ -152,7 +153,10 @@ def run_migration_bench(
 
 
 def plot_timelines(
-    timelines: dict[str, list[tuple[int, float, float]]], steady_ms: float, folder: Path
+    timelines: dict[str, list[tuple[int, float, float]]],
+    steady_ms: float,
+    folder: Path,
+    windows: dict[str, tuple[int, ...]] | None = None,
 ) -> list[str]:
     """One PNG per strategy: batch duration against completion time (Megaphone Fig. 1)."""
     import matplotlib
@@ -170,6 +174,10 @@ def plot_timelines(
         figure, axes = plt.subplots(figsize=(6, 3))
         axes.plot([p[2] - t0 for p in points], [p[1] for p in points], marker="o")
         axes.axhline(steady_ms, linestyle="--", color="grey", label="steady p50")
+        first, last = (windows or {}).get(strategy, (-1, -1))
+        moving = [p[2] - t0 for p in points if first <= p[0] <= last]
+        if moving:
+            axes.axvspan(min(moving), max(moving), alpha=0.15, label="migration batches")
         axes.set_ylim(0, top * 1.1)
         axes.set_xlabel("time (s)")
         axes.set_ylabel("batch duration (ms)")

@@ -19,9 +19,9 @@ def _emit(report: dict[str, object], output: str) -> None:
 
 @click.command("migration")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
-@click.option("--bins", type=int, default=32, show_default=True)
-@click.option("--keys", type=int, default=64_000, show_default=True)
-@click.option("--payload-bytes", type=int, default=1_000, show_default=True)
+@click.option("--bins", type=int, default=16, show_default=True)
+@click.option("--keys", type=int, default=320_000, show_default=True)
+@click.option("--payload-bytes", type=int, default=1_500, show_default=True)
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Batched strategy.")
 @click.option("--gap-batches", type=int, default=0, show_default=True)
 @click.option(
