@@ -51,3 +51,14 @@ def reconfiguration(  # noqa: PLR0917 - one parameter per click option
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
     click.echo(json.dumps(document, indent=2))
+
+
+def _add_migration_benchmarks() -> None:
+    # `swivel bench migration` and `swivel bench overhead` (bin migration, issue 4).
+    from swivel.cli import bench_migration
+
+    for subcommand in bench_migration.COMMANDS:
+        command.add_command(subcommand)
+
+
+_add_migration_benchmarks()
