@@ -284,3 +284,37 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def test_up_without_the_operator_runs_pods_and_down_stops_them(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from kubernetes import client, config
+
+    from swivel.cli.sandbox import command as sandbox
+
+    kubeconfig = tmp_path / "kc"
+    runner = CliRunner()
+    started = runner.invoke(sandbox, ["up", "--kubeconfig", str(kubeconfig), "--no-operator"])
+    assert started.exit_code == 0, started.output
+    assert "operator:" not in started.output
+    try:
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        with client.ApiClient(configuration) as api:
+            kube = KubeletSandbox(None, None, api)  # type: ignore[arg-type]
+            _create_config(kube)
+            kube.core.create_namespaced_pod("default", _agent_pod("agent-cli"))
+            pod = wait_for(lambda: _ready(kube, "agent-cli"), 30, "the agent pod Ready")
+        pid = int(pod.status.container_statuses[0].container_id.removeprefix("sandbox://"))
+        logs = runner.invoke(sandbox, ["logs", "--kubeconfig", str(kubeconfig), "agent-cli"])
+        assert logs.exit_code == 0 and "swivel agent for fraud-detection" in logs.output
+        missing = runner.invoke(sandbox, ["logs", "--kubeconfig", str(kubeconfig), "nope"])
+        assert missing.exit_code != 0 and "has not run in the sandbox" in missing.output
+        wrong = runner.invoke(
+            sandbox, ["logs", "--kubeconfig", str(kubeconfig), "agent-cli", "-c", "spark"]
+        )
+        assert wrong.exit_code != 0 and "choose one of: agent" in wrong.output
+    finally:
+        stopped = runner.invoke(sandbox, ["down", "--kubeconfig", str(kubeconfig)])
+    assert stopped.exit_code == 0, stopped.output
+    assert not _alive(pid)
