@@ -137,6 +137,14 @@ async def driver_progress(request: web.Request) -> web.Response:
     return web.json_response({"received": 1}, status=202)
 
 
+async def driver_migration(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("planId"), str):
+        raise BadRequestError("planId", "required: the plan id of the migration")
+    request.app[HUB_KEY].record_migration(body)
+    return web.json_response({"received": 1}, status=202)
+
+
 async def driver_actions(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     since = _int_query(request, "since", 0)
@@ -182,6 +190,7 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any]], ...] = (
     ("POST", "/v1/control/acks", acks),
     ("POST", "/v1/driver/progress", driver_progress),
     ("GET", "/v1/driver/actions", driver_actions),
+    ("POST", "/v1/driver/migration", driver_migration),
     ("POST", "/v1/plans", submit_plan),
     ("GET", "/v1/plans/{plan_id}", get_plan),
     ("GET", "/v1/config", config),

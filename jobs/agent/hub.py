@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +36,7 @@ from swivel.jobs.agent.submissions import (
 )
 from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
+from swivel.jobs.migration.actions import driver_action
 
 
 @dataclass
@@ -58,12 +60,16 @@ class Hub:
         plan_timeout_s: float = 600.0,
         metrics: AgentMetrics | None = None,
         schedule_dir: Path | None = None,
+        migrations: bool | None = None,
     ) -> None:
         self.job, self.job_name = job, job_name
         self._store, self._planner, self._clock = store, planner, clock
         self._worker_ttl_s, self._plan_timeout_s = worker_ttl_s, plan_timeout_s
         self.metrics = metrics or AgentMetrics()
         self._schedule_dir = schedule_dir
+        if migrations is None:  # the driver runs a MigrationDriver (docs/migration.md)
+            migrations = os.environ.get("SWIVEL_AGENT_MIGRATIONS") == "1"
+        self.migrations = migrations
         self.workers: dict[int, Worker] = {}
         self.ready = False
         self._last_started: int | None = None
@@ -177,7 +183,7 @@ class Hub:
     def submit(self, body: Any) -> PlanRecord:
         """Accept a plan (durably, then publish it) or raise PlanRejected (400/409/422)."""
         try:
-            submission = parse_submission(body, self.job, self.job_name)
+            submission = parse_submission(body, self.job, self.job_name, migrations=self.migrations)
             self._refuse_while_busy()
             plan = self._planner(self.job, submission.spec)
         except PlanRejected:
@@ -215,6 +221,9 @@ class Hub:
         state.transition, state.plans[plan_id], state.active_plan = transition, record, plan_id
         if submission.scheduler == "restart":
             self._add_action({"action": "restart", "configVersion": state.config_version})
+        migration = driver_action(plan_id, record.spec)  # rescale / moves (docs/migration.md)
+        if migration is not None:
+            self._add_action(migration)
         self._save()  # durable: from here on an agent restart resumes this plan
         state.plans[plan_id] = record = plans.move(record, PlanPhase.APPLYING)
         self._publish()
@@ -335,6 +344,32 @@ class Hub:
                     state.transition, changed = None, True
             if changed:
                 self._publish()
+
+    def record_migration(self, report: Mapping[str, Any]) -> None:
+        """The driver's bin-migration progress for plan `planId` (POST /v1/driver/migration)."""
+        record = self.plan(str(report.get("planId") or ""))
+        if record is None or record.phase is not PlanPhase.APPLYING:
+            return
+        record = replace(record, migration=dict(report))
+        self._state.plans[record.id] = record
+        if report.get("phase") == "Failed":
+            message = str(report.get("message") or "the bin migration failed")
+            failed = plans.move(
+                record, PlanPhase.FAILED, timings=_completed(record, self._clock()), message=message
+            )
+            self._finish(failed, "failed")
+            return
+        if report.get("phase") == "Completed" and not record.targets:
+            now = self._clock()
+            record = replace(
+                record,
+                timings=replace(record.timings, first_switch_at=record.timings.first_switch_at
+                                or now, last_switch_at=now),
+                message=str(report.get("message") or ""),
+            )  # fmt: skip
+            self._state.plans[record.id] = record
+        self._save()
+        self.check_plan()
 
     def _first_untouched_batch(self) -> int:
         """The first batch id surely not yet running (epoch's applyFromBatch).

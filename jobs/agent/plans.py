@@ -90,6 +90,12 @@ class PlanRecord:
     switched: frozenset[WorkerOperator] = frozenset()
     last_switch_batch: int | None = None
     message: str = ""
+    migration: Mapping[str, Any] | None = None  # the driver's last bin-migration report
+
+    @property
+    def moves_bins(self) -> bool:
+        """A rescale or bin moves: complete only when the driver's migration completed."""
+        return bool(self.spec.get("rescale") or self.spec.get("moves"))
 
     @property
     def delay_ms(self) -> float | None:
@@ -111,6 +117,7 @@ class PlanRecord:
             "delayMs": self.delay_ms,
             "progress": progress(self, expected),
             "message": self.message,
+            "migration": dict(self.migration) if self.migration else None,
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -136,6 +143,7 @@ class PlanRecord:
             "switched": sorted([pid, op] for pid, op in self.switched),
             "lastSwitchBatch": self.last_switch_batch,
             "message": self.message,
+            "migration": dict(self.migration) if self.migration else None,
         }
 
     @classmethod
@@ -154,6 +162,7 @@ class PlanRecord:
             switched=frozenset((int(pid), str(op)) for pid, op in data["switched"]),
             last_switch_batch=data.get("lastSwitchBatch"),
             message=data.get("message", ""),
+            migration=data.get("migration"),
         )
 
 
@@ -206,6 +215,8 @@ def expected_workers(
 def completion_due(record: PlanRecord, expected: frozenset[WorkerOperator]) -> bool:
     if record.phase != PlanPhase.APPLYING:
         return False
+    if record.moves_bins and (record.migration or {}).get("phase") != "Completed":
+        return False
     acked_operators = {op for _, op in record.switched}
     return set(record.targets) <= acked_operators and expected <= record.switched
 
@@ -223,8 +234,13 @@ def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[st
         }
         for op, version in record.targets.items()
     }
+    migration = record.migration or {}
     return {
         "workersSwitched": len(switched_pids),
         "workersTotal": len(pids),
         "operators": operators,
+        "binsMoved": int(migration.get("binsMoved", 0)),
+        "binsTotal": int(migration.get("binsTotal", 0)),
+        "step": int(migration.get("step", 0)),
+        "steps": int(migration.get("steps", 0)),
     }

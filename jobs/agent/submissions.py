@@ -58,7 +58,9 @@ def default_planner(job: StreamJobSpec, spec: ReconfigurationSpec) -> Mapping[st
     return plan_reconfiguration(job, spec).to_dict()
 
 
-def parse_submission(body: Any, job: StreamJobSpec, job_name: str) -> Submission:
+def parse_submission(
+    body: Any, job: StreamJobSpec, job_name: str, *, migrations: bool = False
+) -> Submission:
     """Validate the body (400) and check it against the job (422)."""
     if not isinstance(body, dict):
         raise PlanRejected(400, [FieldProblem("body", "expected a JSON object {name, spec}")])
@@ -86,9 +88,13 @@ def parse_submission(body: Any, job: StreamJobSpec, job_name: str) -> Submission
     unprocessable = []
     if spec.job_ref.name != job_name:
         unprocessable.append(FieldProblem("spec.jobRef.name", f"this agent runs job {job_name!r}"))
-    if spec.rescale or spec.moves:
+    if (spec.rescale or spec.moves) and not migrations:
         unprocessable.append(
-            FieldProblem("spec", "rescale and moves are not carried out by this agent yet")
+            FieldProblem(
+                "spec",
+                "rescale and moves need a driver that migrates bins "
+                "(agent started with SWIVEL_AGENT_MIGRATIONS=1, docs/migration.md)",
+            )
         )
     if unprocessable:
         raise PlanRejected(422, unprocessable)
