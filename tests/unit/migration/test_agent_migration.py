@@ -1,0 +1,86 @@
+"""The agent side of bin migration: a moves/rescale plan queues a driver action, the
+driver's progress reports show in the plan, and only its `Completed` report completes it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swivel.api.manifests import load_streamjob
+from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.store import StateStore
+from swivel.jobs.agent.submissions import PlanRejected
+
+JOB = load_streamjob(
+    Path(__file__).resolve().parents[3] / "examples/fraud-detection/streamjob.yaml"
+)
+
+
+def moves_body() -> dict[str, Any]:
+    return {
+        "name": "move",
+        "spec": {
+            "jobRef": {"name": JOB.name},
+            "moves": [{"bins": [1, 3], "to": "1"}],
+            "migration": {"strategy": "fluid"},
+        },
+    }
+
+
+def make_hub(tmp_path: Path, migrations: bool) -> Hub:
+    return Hub(JOB.spec, JOB.name, store=StateStore(tmp_path), migrations=migrations)
+
+
+async def _next_action(hub: Hub) -> dict[str, Any] | None:
+    return await hub.next_driver_action(0, 0)
+
+
+def test_moves_are_refused_without_a_migrating_driver(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with pytest.raises(PlanRejected) as raised:
+            make_hub(tmp_path, migrations=False).submit(moves_body())
+        assert raised.value.status == 422
+
+    asyncio.run(scenario())
+
+
+def test_a_moves_plan_completes_on_the_drivers_report(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        hub = make_hub(tmp_path, migrations=True)
+        record = hub.submit(moves_body())
+        action = await _next_action(hub)
+        assert action is not None
+        assert action["action"] == "move-bins" and action["planId"] == record.id
+        assert action["moves"] == [{"bins": [1, 3], "to": "1"}]
+        hub.check_plan()
+        assert hub.plan(record.id).phase.value == "Applying"  # not before the driver says so
+        report = {"planId": record.id, "phase": "Running", "binsMoved": 1, "binsTotal": 2,
+                  "step": 1, "steps": 2}  # fmt: skip
+        hub.record_migration(report)
+        document = hub.plan_document(hub.plan(record.id))
+        assert document["progress"]["binsMoved"] == 1 and document["progress"]["steps"] == 2
+        assert document["phase"] == "Applying"
+        hub.record_migration({**report, "phase": "Completed", "binsMoved": 2, "step": 2})
+        done = hub.plan(record.id)
+        assert done.phase.value == "Completed" and hub.active_plan is None
+        assert hub.plan_document(done)["progress"]["binsMoved"] == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_migration_fails_the_plan(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        hub = make_hub(tmp_path, migrations=True)
+        body = moves_body()
+        body["spec"] = {"jobRef": {"name": JOB.name}, "rescale": {"executors": 3}}
+        record = hub.submit(body)
+        action = await _next_action(hub)
+        assert action is not None and action["action"] == "request-executors"
+        hub.record_migration({"planId": record.id, "phase": "Failed", "message": "no capacity"})
+        failed = hub.plan(record.id)
+        assert failed.phase.value == "Failed" and failed.message == "no capacity"
+
+    asyncio.run(scenario())
