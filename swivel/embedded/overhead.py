@@ -37,8 +37,8 @@ def measure_overhead(
     port: int,
     token: str,
     *,
-    rows_per_batch: int = 400,
-    batches_per_phase: int = 6,
+    rows_per_batch: int = 200,
+    batches_per_phase: int = 5,
     rounds: int = 2,
     rate_per_s: float = 100.0,
 ) -> Overhead:

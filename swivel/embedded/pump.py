@@ -13,6 +13,7 @@ agent URL it first saw.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from concurrent.futures import Future
@@ -32,6 +33,7 @@ class ControlPump:
         self._loop = asyncio.new_event_loop()
         self._changed: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
+        self._publisher: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -56,7 +58,7 @@ class ControlPump:
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        asyncio.get_running_loop().create_task(self._publish_forever())
+        self._publisher = asyncio.get_running_loop().create_task(self._publish_forever())
 
     async def _publish_forever(self) -> None:
         while True:
@@ -90,7 +92,14 @@ class ControlPump:
         await asyncio.sleep(min(float(request.query.get("timeout", "20")), 1.0))
         return web.Response(status=304)
 
-    def stop(self) -> None:
+    async def _shutdown(self) -> None:
+        if self._publisher is not None:
+            self._publisher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._publisher
         if self._runner is not None:
-            self._run(self._runner.cleanup())
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        self._run(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -24,17 +24,17 @@ EXPENSIVE_OPERATOR = "customer-detector"
 
 @dataclass(frozen=True)
 class Sizing:
-    rows_per_second: int = 90
+    rows_per_second: int = 70
     bins: int = 4
     customers: int = 32
     merchants: int = 8
-    work: int = 600  # rounds of the expensive model per payment (~5 µs each)
+    work: int = 4000  # rounds of the expensive model per payment (~5 µs each: ~20 ms)
     trigger_ms: int = 500
     max_records_per_arrow_batch: int = 16
 
 
 DEMO = Sizing()
-SMOKE = Sizing(rows_per_second=60, work=300, customers=16)
+SMOKE = Sizing(rows_per_second=60, work=2000, customers=16)
 
 
 def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
