@@ -75,7 +75,7 @@ class BatchRecord:
     batch_id: int
     served: dict[int, str]
     duplicates: tuple[int, ...]  # bins with more than one successful task in the batch
-    duration_ms: float | None = None
+    task_ms: dict[int, float] = field(default_factory=dict)  # bin -> its task's duration
 
 
 @dataclass
@@ -405,11 +405,14 @@ class BinMover:
             tasks = self.internals.batch_tasks_all(str(query.runId), batch_id, self.bins)
         served: dict[int, str] = {}
         counts: dict[int, int] = {}
+        task_ms: dict[int, float] = {}
         for task in tasks:
             if task.status == "SUCCESS":
                 served[task.partition] = task.executor
                 counts[task.partition] = counts.get(task.partition, 0) + 1
-        record = BatchRecord(batch_id, served, tuple(sorted(b for b, n in counts.items() if n > 1)))
+                task_ms[task.partition] = task.duration_ms
+        duplicates = tuple(sorted(b for b, n in counts.items() if n > 1))
+        record = BatchRecord(batch_id, served, duplicates, task_ms)
         with self._lock:
             self.batches[batch_id] = record
             active = self._active
