@@ -14,6 +14,7 @@ state rows read back through the `statestore` reader (`state_counts()`).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -36,6 +37,7 @@ class KeyedWorkload:
     written: int = 0
     query: Any = None
     _mtime: float = field(default_factory=lambda: time.time() - 100_000)
+    _feeding: threading.Event | None = None
 
     @property
     def input_dir(self) -> Path:
@@ -75,6 +77,24 @@ class KeyedWorkload:
             os.utime(tmp, (self._mtime, self._mtime))
             os.replace(tmp, path)
         self.written += count
+
+    def feed(self, ahead: int = 6) -> None:
+        """Keep `ahead` unread input files in front of the query (a daemon thread), so a
+        long migration or rescale never runs out of batches; `stop()` ends it."""
+        stopping = self._feeding = threading.Event()
+
+        def run() -> None:
+            while not stopping.is_set():
+                missing = self.batches_done() + 1 + ahead - self.written
+                if missing > 0:
+                    self.write_inputs(missing)
+                time.sleep(0.05)
+
+        threading.Thread(target=run, daemon=True, name="swivel-feed").start()
+
+    def processed_files(self) -> int:
+        """Files the stopped query has processed: one per batch, batch b = file b."""
+        return self.batches_done() + 1
 
     def frame(self) -> Any:
         from pyspark.sql import functions as F  # noqa: N812
@@ -129,6 +149,8 @@ class KeyedWorkload:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop between two batches (a stop inside a batch's write aborts it noisily)."""
+        if self._feeding is not None:
+            self._feeding.set()
         query = self.query
         if query is None or not query.isActive:
             return
