@@ -26,7 +26,7 @@ from typing import Any
 
 from swivel.controllers.assignments import bins_by_executor
 from swivel.jobs.migration.cluster import LocalCluster
-from swivel.jobs.migration.executor import BinMover
+from swivel.jobs.migration.executor import BinMover, Migration
 from swivel.jobs.migration.metrics import measure
 from swivel.jobs.migration.workload import KeyedWorkload
 
@@ -42,6 +42,27 @@ def _durations(query: Any, first: int, last: int) -> list[tuple[int, float, floa
             at = _epoch(progress["timestamp"]) + progress["durationMs"]["triggerExecution"] / 1e3
             out.append((batch, float(progress["durationMs"]["triggerExecution"]), at))
     return sorted(out)
+
+
+def _reload_figures(mover: BinMover, migration: Migration) -> dict[str, Any]:
+    """Moved bins' task times (each includes its reload on the new executor) and the most
+    reload work one batch carried (their sum per batch)."""
+    per_batch: dict[int, float] = {}
+    reloads: list[float] = []
+    for outcome in migration.outcomes.values():
+        record = mover.batches.get(outcome.verified_in_batch or -1)
+        if record is None:
+            continue
+        task_ms = record.task_ms.get(outcome.move.bin, 0.0)
+        reloads.append(task_ms)
+        per_batch[record.batch_id] = per_batch.get(record.batch_id, 0.0) + task_ms
+    return {
+        "max_moved_task_ms_per_batch": max(per_batch.values(), default=0.0),
+        "moved_bin_task_ms": {
+            "max": max(reloads, default=0.0),
+            "median": statistics.median(reloads) if reloads else 0.0,
+        },
+    }
 
 
 def _epoch(timestamp: str) -> float:
@@ -113,26 +134,9 @@ def run_migration_bench(
             window = _durations(query, first, last_move + 1)
             context = _durations(query, first - 3, last_move + 3)
             timelines[strategy] = context
-            reloads = [
-                mover.batches[o.verified_in_batch].task_ms.get(o.move.bin, 0.0)
-                for o in migration.outcomes.values()
-                if o.verified_in_batch in mover.batches
-            ]
-            per_batch: dict[int, float] = {}
-            for o in migration.outcomes.values():
-                record = mover.batches.get(o.verified_in_batch or -1)
-                if record is not None:
-                    per_batch[record.batch_id] = per_batch.get(record.batch_id, 0.0) + (
-                        record.task_ms.get(o.move.bin, 0.0)
-                    )
             results[strategy] = {
                 "max_batch_ms": max(d for _, d, _ in window),
-                # The reload work one batch carries: moved bins' task time in that batch.
-                "max_moved_task_ms_per_batch": max(per_batch.values(), default=0.0),
-                "moved_bin_task_ms": {
-                    "max": max(reloads, default=0.0),
-                    "median": statistics.median(reloads) if reloads else 0.0,
-                },
+                **_reload_figures(mover, migration),
                 "duration_s": round(window[-1][2] - (window[0][2] - window[0][1] / 1e3), 3),
                 "moved_bins": migration.moved,
                 "steps": migration.plan.step_count,
