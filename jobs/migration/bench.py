@@ -204,9 +204,10 @@ def plot_timelines(
         axes.plot([p[2] - t0 for p in points], [p[1] for p in points], marker="o")
         axes.axhline(steady_ms, linestyle="--", color="grey", label="steady p50")
         first, last = (windows or {}).get(strategy, (-1, -1))
-        moving = [p[2] - t0 for p in points if first <= p[0] <= last]
-        if moving:
-            axes.axvspan(min(moving), max(moving), alpha=0.15, label="migration batches")
+        moving = [p for p in points if first <= p[0] <= last]
+        if moving:  # from the start of the first migration batch to the end of the last
+            start = min(p[2] - p[1] / 1e3 for p in moving) - t0
+            axes.axvspan(start, max(p[2] for p in moving) - t0, alpha=0.15, label="migration")
         axes.set_ylim(0, top * 1.1)
         axes.set_xlabel("time (s)")
         axes.set_ylabel("batch duration (ms)")
