@@ -24,7 +24,7 @@ from rich.table import Table
 @click.option("--schedulers", default="fries,epoch,restart", show_default=True)
 @click.option("--size", type=click.Choice(["demo", "smoke"]), default="demo", hidden=True)
 @click.option("--surge-batch-s", type=float, default=4.0, hidden=True)
-@click.option("--after-s", type=float, default=6.0, hidden=True)
+@click.option("--after-s", type=float, default=10.0, hidden=True)
 def command(
     output_dir: Path | None, schedulers: str, size: str, surge_batch_s: float, after_s: float
 ) -> None:

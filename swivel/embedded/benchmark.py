@@ -47,7 +47,15 @@ def run_benchmark(
         if overhead:
             log("measuring the control channel's steady-state cost ...")
             cheap = example_job(sizing, model="cheap")
-            control = measure_overhead(spark, cheap, workdir, port, token).to_json()
+            control = measure_overhead(
+                spark,
+                cheap,
+                workdir,
+                port,
+                token,
+                batches_per_phase=sizing.overhead_batches_per_phase,
+                rounds=sizing.overhead_rounds,
+            ).to_json()
             log(f"control channel: {control}")
         embedded = EmbeddedJob(
             job, workdir / "run", spark, record_schedule=True, agent_port=port, agent_token=token

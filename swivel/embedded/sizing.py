@@ -31,10 +31,14 @@ class Sizing:
     work: int = 4000  # rounds of the expensive model per payment (~5 µs each: ~20 ms)
     trigger_ms: int = 500
     max_records_per_arrow_batch: int = 16
+    overhead_rounds: int = 2  # control-channel measurement: (none, 100/s) phase pairs
+    overhead_batches_per_phase: int = 5
 
 
 DEMO = Sizing()
-SMOKE = Sizing(rows_per_second=60, work=2000, customers=16)
+SMOKE = Sizing(
+    rows_per_second=60, work=2000, customers=16, overhead_rounds=1, overhead_batches_per_phase=2
+)
 
 
 def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.spark
 def test_bench_prints_the_contract(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "swivel", "bench", "reconfiguration", "--output", "json",
-         "--trials", "1", "--size", "smoke", "--surge-batch-s", "1.5", "--after-s", "1",
+         "--trials", "1", "--size", "smoke", "--surge-batch-s", "1.5", "--after-s", "0.5",
          "--workdir", str(tmp_path)],
-        check=False, capture_output=True, text=True, timeout=220,
+        check=False, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
