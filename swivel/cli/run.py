@@ -105,9 +105,9 @@ def _follow(runtime: Any, duration: float | None) -> None:
 
 
 def _report_schedule(schedule_dir: Path) -> None:
-    from swivel.jobs.runtime.testing import check_recorded
+    from swivel.embedded.verdicts import check_run
 
-    verdict = check_recorded(schedule_dir)
+    verdict = check_run(schedule_dir)
     state = "serializable" if verdict.serializable else "NOT serializable"
     click.echo(
         f"recorded schedule: {state} ({verdict.records} records, "

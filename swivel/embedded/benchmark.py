@@ -92,6 +92,7 @@ def _document(
                 "p50": round(statistics.median(delays), 1) if delays else None,
                 "max": round(max(delays), 1) if delays else None,
             },
+            "first_switch_ms_p50": _median(t.first_switch_ms for t in mine),
             "violations": sum(t.violations for t in mine),
             "trials": len(mine),
             "trials_with_violations": sum(1 for t in mine if t.violations),
@@ -121,6 +122,11 @@ def _document(
             "elapsed_s": round(elapsed_s, 1),
         },
     }
+
+
+def _median(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 1) if present else None
 
 
 def _ratio(schedulers: dict[str, Any], a: str, b: str) -> float | None:

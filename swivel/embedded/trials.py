@@ -44,12 +44,20 @@ class Trial:
     violations: int
     records: int
 
+    @property
+    def first_switch_ms(self) -> float | None:
+        """Acceptance -> the first worker's switch (for fries: a head's next check)."""
+        timings = self.plan.get("timings") or {}
+        accepted, first = _epoch(timings.get("acceptedAt")), _epoch(timings.get("firstSwitchAt"))
+        return (first - accepted) * 1000.0 if accepted is not None and first is not None else None
+
     def summary(self) -> dict[str, Any]:
         return {
             "scheduler": self.scheduler,
             "plan": self.plan.get("id"),
             "phase": self.plan.get("phase"),
             "delay_ms": self.delay_ms,
+            "first_switch_ms": self.first_switch_ms,
             "batch_ms_before": self.batch_ms_before,
             "violations": self.violations,
             "records": self.records,
@@ -174,8 +182,7 @@ class TrialRunner:
         )
 
 
-def accepted_at(plan: dict[str, Any]) -> float | None:
-    stamp = (plan.get("timings") or {}).get("acceptedAt")
+def _epoch(stamp: str | None) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
 
 
