@@ -29,6 +29,7 @@ PLURALS = {
     "ServiceAccount": "serviceaccounts",
     "Role": "roles",
     "RoleBinding": "rolebindings",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
     "StreamJob": "streamjobs",
     "Reconfiguration": "reconfigurations",
 }

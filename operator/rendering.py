@@ -3,8 +3,10 @@
 One StreamJob owns: the driver Pod (the Spark container running the job runtime, and the
 agent sidecar), a Service for the driver and agent ports, a ConfigMap with the job manifest
 (what both containers read), a Secret with the agent token, the ServiceAccount, Role and
-RoleBinding the driver needs to manage its executors, and a ConfigMap with the executor pod
-template Spark on Kubernetes creates executors from. docs/operator.md states the contract.
+RoleBinding the driver needs to manage its executors, a ConfigMap with the executor pod
+template Spark on Kubernetes creates executors from, and (unless `spec.checkpoint.location`
+is set) a PersistentVolumeClaim holding the checkpoint, so a restart keeps it.
+docs/operator.md states the contract.
 
 Nothing here talks to a cluster or reads the clock; the token is an argument (generated once
 by the caller and kept across reconciles). Owner references are rendered here rather than by
@@ -23,7 +25,7 @@ from typing import Any
 import yaml
 
 from swivel.api.base import API_GROUP, API_VERSION
-from swivel.api.streamjob import StreamJob, StreamJobSpec
+from swivel.api.streamjob import SinkKind, StreamJob, StreamJobSpec
 
 Manifest = dict[str, Any]
 
@@ -40,6 +42,11 @@ TOKEN_KEY = "token"
 STATE_DIR = "/var/lib/swivel"
 AGENT_STATE_DIR = f"{STATE_DIR}/agent"
 CHECKPOINT_ROOT = f"{STATE_DIR}/checkpoints"
+CHECKPOINT_VOLUME = "checkpoints"
+# SIGTERM → `swivel driver` stops the query at a batch boundary, waiting at most this long;
+# the pod's grace period leaves room for Spark to shut down after it.
+BOUNDARY_TIMEOUT_S = 45
+TERMINATION_GRACE_S = BOUNDARY_TIMEOUT_S + 15
 RUN_AS_USER = 1000
 AGENT_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "96Mi"},
@@ -100,6 +107,10 @@ class Names:
     @property
     def service_account(self) -> str:
         return f"{self.job}-driver"
+
+    @property
+    def checkpoints(self) -> str:
+        return f"{self.job}-checkpoints"
 
     def service_host(self, namespace: str) -> str:
         return f"{self.service}.{namespace}.svc"
@@ -183,6 +194,35 @@ def render_job_config(job: StreamJob, owner: Owner) -> Manifest:
         "kind": "ConfigMap",
         "metadata": _metadata(Names(owner.name).job_config, owner, "config"),
         "data": {JOB_FILE: document},
+    }
+
+
+def uses_checkpoint_claim(job: StreamJob) -> bool:
+    """The default checkpoint lives on the job's claim; an explicit location is the user's.
+
+    Not for a `memory` sink: its rows live in the driver's memory and die with it, and Spark
+    refuses to resume such a query from a checkpoint ("does not support recovering"), so a
+    kept checkpoint would only make the restarted driver fail; it stays on the pod's volume.
+    """
+    return job.spec.checkpoint.location is None and job.spec.sink.kind is not SinkKind.MEMORY
+
+
+def render_checkpoint_claim(job: StreamJob, owner: Owner) -> Manifest:
+    """The PersistentVolumeClaim under CHECKPOINT_ROOT: outlives the driver pod (a restart
+    resumes from it), collected with the job. ReadWriteOnce: one driver mounts it at a time,
+    so the old driver must be gone before the new one starts (`_ensure_pod`)."""
+    checkpoint = job.spec.checkpoint
+    spec: Manifest = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": checkpoint.volume_size}},
+    }
+    if checkpoint.storage_class_name is not None:
+        spec["storageClassName"] = checkpoint.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(Names(owner.name).checkpoints, owner, "checkpoints"),
+        "spec": spec,
     }
 
 
@@ -341,6 +381,8 @@ def restart_view(spec: StreamJobSpec) -> Manifest:
     view = spec.to_manifest()
     view.get("executor", {}).pop("instances", None)
     view.pop("policies", None)
+    for claim_only in ("volumeSize", "storageClassName"):  # the claim is created once
+        view.get("checkpoint", {}).pop(claim_only, None)
     for operator in view["dataflow"]["operators"]:
         operator.pop("function", None)
         operator.pop("params", None)
@@ -359,10 +401,27 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         {"name": "job-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "state", "mountPath": STATE_DIR},
     ]
+    checkpoint_mounts: list[Manifest] = []
+    checkpoint_volumes: list[Manifest] = []
+    if uses_checkpoint_claim(job):
+        checkpoint_mounts = [{"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_ROOT}]
+        checkpoint_volumes = [
+            {
+                "name": CHECKPOINT_VOLUME,
+                "persistentVolumeClaim": {"claimName": names.checkpoints},
+            }
+        ]
     spark = {
         "name": "spark",
         "image": spec.image,
-        "command": ["swivel", "driver", "--job-config", job_path],
+        "command": [
+            "swivel",
+            "driver",
+            "--job-config",
+            job_path,
+            "--boundary-timeout",
+            str(BOUNDARY_TIMEOUT_S),
+        ],
         "env": [
             *_agent_env(owner),
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -376,6 +435,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         "volumeMounts": [
             *mounts,
             {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True},
+            *checkpoint_mounts,
         ],
         "securityContext": _container_security(),
     }
@@ -421,7 +481,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         "spec": {
             "serviceAccountName": names.service_account,
             "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 60,
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
             "securityContext": _pod_security(),
             "containers": [spark, agent],
             "volumes": [
@@ -429,6 +489,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
                 {"name": "executor-template", "configMap": {"name": names.executor_template}},
                 {"name": "agent-token", "secret": {"secretName": names.token_secret}},
                 {"name": "state", "emptyDir": {}},
+                *checkpoint_volumes,
             ],
         },
     }
@@ -436,7 +497,9 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
 
 def render_children(job: StreamJob, owner: Owner, token: str) -> list[Manifest]:
     """Everything a StreamJob owns, in the order to create it (the pod last: it mounts the rest)."""
+    claim = [render_checkpoint_claim(job, owner)] if uses_checkpoint_claim(job) else []
     return [
+        *claim,
         render_service_account(owner),
         render_role(owner),
         render_role_binding(owner),

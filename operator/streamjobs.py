@@ -1,12 +1,16 @@
 """kopf handlers for StreamJob: own the children, classify edits, watch health, clean up.
 
 - create / resume: render the children and create-or-patch them (idempotent; the agent
-  token is generated once and kept).
+  token is generated once and kept; the checkpoint claim is created once, never patched).
 - update of `spec`: classify the edit (`classifying`): live edits become a Reconfiguration
   object; restart-class edits replace the driver pod gracefully (the pod carries a hash of
-  the restart-relevant spec, so a replaced pod is never replaced twice). Shown in
-  `status.message` and an Event.
-- timer: observe the driver pod and the agent, write conditions (`healthchecks`).
+  the restart-relevant spec, so a replaced pod is never replaced twice): the old pod is
+  deleted with its grace period (SIGTERM: the driver stops at a batch boundary) and the new
+  one is created only once the old one is gone, as the checkpoint claim is ReadWriteOnce.
+  Shown in `status.message` and an Event.
+- timer: observe the driver pod and the agent, write conditions (`healthchecks`); a driver
+  pod that is missing (deleted by hand, or a predecessor's pod was still terminating when
+  the job was created) is created again.
 - delete: the finalizer deletes the children (owner references would too, but an explicit
   cleanup also works where garbage collection is slow or off).
 """
@@ -41,6 +45,7 @@ from swivel.operator.rendering import (
 )
 
 PLURAL = "streamjobs"
+CREATED_ONCE = frozenset({"Secret", "PersistentVolumeClaim"})  # never patched by a reconcile
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 POD_GONE_WAIT_S = 3.0
 
@@ -85,7 +90,8 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
         except ApiFailure as failure:
             if failure.status != 409:
                 raise
-            if child["kind"] != "Secret":  # the token is never rotated by a reconcile
+            # The token is never rotated; a claim's spec is immutable once bound.
+            if child["kind"] not in CREATED_ONCE:
                 body = {k: v for k, v in child.items() if k not in ("apiVersion", "kind")}
                 await cluster.patch(Ref.of(child), body)
     return outcome
@@ -96,22 +102,36 @@ async def _ensure_pod(ctx: OperatorContext, pod: dict[str, Any]) -> str:
     wanted = pod["metadata"]["annotations"][RESTART_HASH_ANNOTATION]
     existing = await ctx.cluster.get(ref)
     if existing is not None:
-        running = (existing["metadata"].get("annotations") or {}).get(RESTART_HASH_ANNOTATION)
-        if running == wanted:
+        metadata = existing["metadata"]
+        running = (metadata.get("annotations") or {}).get(RESTART_HASH_ANNOTATION)
+        ours = _owner_uid(existing) == _owner_uid(pod)
+        if ours and running == wanted and not metadata.get("deletionTimestamp"):
             return "kept"
-        if not existing["metadata"].get("deletionTimestamp"):
+        # A different spec, a pod stopping, or a predecessor job's pod by the same name:
+        # stop it gracefully (its grace period: the driver stops at a batch boundary) and
+        # start the new one only when it is gone (the checkpoint claim is ReadWriteOnce).
+        if not metadata.get("deletionTimestamp"):
             await ctx.cluster.delete(ref)
         if not await _gone(ctx, ref):
             raise kopf.TemporaryError("waiting for the old driver pod to stop", delay=2)
         await ctx.cluster.create(pod)
-        return "replaced"
+        return "replaced" if ours else "created"
     try:
         await ctx.cluster.create(pod)
     except ApiFailure as failure:
         if failure.status != 409:
             raise
-        return "kept"
+        raise kopf.TemporaryError(
+            "a driver pod appeared meanwhile; looking again", delay=1
+        ) from None
     return "created"
+
+
+def _owner_uid(obj: Mapping[str, Any]) -> str | None:
+    for reference in obj["metadata"].get("ownerReferences") or []:
+        if reference.get("controller"):
+            return str(reference.get("uid"))
+    return None
 
 
 async def _gone(ctx: OperatorContext, ref: Ref) -> bool:
@@ -200,6 +220,7 @@ async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
         ("rbac.authorization.k8s.io/v1", "RoleBinding", names.service_account),
         ("rbac.authorization.k8s.io/v1", "Role", names.service_account),
         ("v1", "ServiceAccount", names.service_account),
+        ("v1", "PersistentVolumeClaim", names.checkpoints),
     ):
         await ctx.cluster.delete(Ref(api_version, kind, owner.namespace, name))
 
@@ -249,6 +270,13 @@ async def check_health(ctx: OperatorContext, body: Mapping[str, Any], patch: kop
     metrics.RECONCILES.labels("streamjob", "health").inc()
     current = status_of(body)
     observation = await observe(ctx, body)
+    if (
+        observation.pod is None
+        and observation.invalid is None
+        and not body["metadata"].get("deletionTimestamp")
+    ):
+        outcome = await apply_children(ctx, parse_job(body), owner_of(body))
+        events.emit(body, "DriverCreated", f"driver pod {outcome} (it was missing)")
     updated = next_status(current, observation, ctx.clock())
     before = current.to_manifest()
     after = updated.to_manifest()

@@ -76,7 +76,21 @@ class TriggerSpec(ApiModel):
 class CheckpointSpec(ApiModel):
     location: str | None = Field(
         default=None,
-        description="Checkpoint root URI; default: a per-job directory under the driver's volume.",
+        description=(
+            "Checkpoint root URI; default: a per-job directory on the job's checkpoint volume"
+            " (a PersistentVolumeClaim the operator creates, kept across driver restarts)."
+        ),
+    )
+    # The claim is created once (Kubernetes only lets a claim grow, never change class), so
+    # these change nothing running: no restart.
+    volume_size: Annotated[str, Disruption.NONE] = Field(
+        default="1Gi",
+        pattern=QUANTITY_PATTERN,
+        description="Size of the checkpoint PersistentVolumeClaim (when `location` is unset).",
+    )
+    storage_class_name: Annotated[str | None, Disruption.NONE] = Field(
+        default=None,
+        description="Storage class of the checkpoint claim; default: the cluster's default.",
     )
 
 

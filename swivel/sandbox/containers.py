@@ -5,7 +5,8 @@ kubelet runs them as local processes, so before starting one it
 
 - **projects volumes** into the pod's folder: `configMap` and `secret` volumes become
   files (per container, `items` and `subPath` honoured), `emptyDir` a folder shared by
-  the pod's containers;
+  the pod's containers, `persistentVolumeClaim` the claim's own folder (per claim, outside
+  the pod's folder: it survives the pod being replaced);
 - builds a **`Translation`**: each `mountPath` → its local folder (longest first, so a
   mount inside another one wins), each declared `containerPort` → a free local port, each
   Service (`name.ns.svc[.cluster.local]`, with or without a port) → 127.0.0.1 and the
@@ -132,6 +133,26 @@ def _decoded(obj: JsonObject, secret: bool) -> dict[str, bytes]:
     return files
 
 
+def claim_folder(claims_dir: Path, namespace: str, claim: JsonObject) -> Path:
+    """A claim's storage: one folder per claim object (its uid), outside every pod's folder,
+    so it outlives the pods that mount it and a new claim by the same name starts empty."""
+    metadata = claim["metadata"]
+    return claims_dir / f"{namespace}_{metadata['name']}_{metadata['uid']}"
+
+
+def _claim(volume: JsonObject, lookup: Lookup) -> JsonObject:
+    """The bound PersistentVolumeClaim a volume names (ContainerConfigError until it is)."""
+    name = volume["persistentVolumeClaim"].get("claimName", "")
+    claim = lookup("persistentvolumeclaims", name)
+    if claim is None:
+        raise ContainerConfigError(f'persistentvolumeclaim "{name}" not found')
+    if claim["metadata"].get("deletionTimestamp"):
+        raise ContainerConfigError(f'persistentvolumeclaim "{name}" is being deleted')
+    if (claim.get("status") or {}).get("phase") != "Bound":
+        raise ContainerConfigError(f'persistentvolumeclaim "{name}" is not bound yet')
+    return claim
+
+
 def _projection(volume: JsonObject, lookup: Lookup) -> tuple[dict[str, bytes], bool] | None:
     """The files of a configMap/secret volume (None for an emptyDir) and whether secret."""
     if "emptyDir" in volume:
@@ -142,8 +163,8 @@ def _projection(volume: JsonObject, lookup: Lookup) -> tuple[dict[str, bytes], b
         source, kind, name_key, secret = volume["secret"], "secrets", "secretName", True
     else:
         raise ContainerConfigError(
-            f"volume {volume.get('name')!r}: only configMap, secret and emptyDir volumes"
-            " run in the sandbox"
+            f"volume {volume.get('name')!r}: only configMap, secret, emptyDir and"
+            " persistentVolumeClaim volumes run in the sandbox"
         )
     name = source.get(name_key, "")
     found = lookup(kind, name)
@@ -171,25 +192,37 @@ class Mount:
     mount_path: str
     local: Path
     volume_folder: Path
-    files: dict[str, bytes] | None  # None: an emptyDir (shared, never rewritten)
+    files: dict[str, bytes] | None  # None: an emptyDir or a claim (shared, never rewritten)
     secret: bool
 
 
 def project_volumes(
-    pod: JsonObject, container: JsonObject, pod_dir: Path, lookup: Lookup
+    pod: JsonObject,
+    container: JsonObject,
+    pod_dir: Path,
+    lookup: Lookup,
+    claims_dir: Path | None = None,
 ) -> list[Mount]:
     """Local folders for the container's mounts (files are written by `write_volumes`).
 
     emptyDir folders are shared by the pod (`pod_dir/volumes/NAME`); configMap and secret
     projections are the container's own (`pod_dir/containers/C/volumes/NAME`) because their
-    text is translated with the container's mounts.
+    text is translated with the container's mounts; a persistentVolumeClaim is the claim's
+    own folder under `claims_dir` (default `pod_dir/../../claims`), which outlives the pod.
     """
     volumes = {v["name"]: v for v in (pod.get("spec") or {}).get("volumes") or []}
+    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    claims = claims_dir if claims_dir is not None else pod_dir.parent.parent / "claims"
     mounts = []
     for mount in container.get("volumeMounts") or []:
         volume = volumes.get(mount["name"])
         if volume is None:
             raise ContainerConfigError(f"volume {mount['name']!r} is not declared by the pod")
+        if "persistentVolumeClaim" in volume:
+            folder = claim_folder(claims, namespace, _claim(volume, lookup))
+            local = folder / mount["subPath"] if mount.get("subPath") else folder
+            mounts.append(Mount(str(mount["mountPath"]), local, folder, None, False))
+            continue
         projection = _projection(volume, lookup)
         if projection is None:
             folder, files, secret = pod_dir / "volumes" / volume["name"], None, False
@@ -202,7 +235,7 @@ def project_volumes(
 
 
 def write_volumes(mounts: list[Mount], translation: Translation) -> None:
-    """Create emptyDirs (kept across restarts) and (re)write projections."""
+    """Create emptyDirs and claim folders (kept across restarts) and (re)write projections."""
     for mount in mounts:
         if mount.files is None:
             mount.volume_folder.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,10 @@ A component of the sandbox server (`serve(components=[Kubelet(root)])`), on its 
   container's main process, SIGKILL to its process group after the grace period, then the
   kubelet confirms with `gracePeriodSeconds=0` and removes the pod's folder.
 - **Services**: the table of Service name → local port is kept in `ROOT/network.json`.
+- **Claims**: a PersistentVolumeClaim is bound at once (status `Bound`, its requested
+  storage as capacity; no PersistentVolume objects) and its storage is the folder
+  `ROOT/claims/NS_NAME_UID/`, which outlives the pods mounting it (a replaced driver pod
+  finds its checkpoint) and is removed with the claim.
 
 On shutdown every container gets SIGTERM and, after `shutdown_grace` seconds, SIGKILL.
 """
@@ -66,6 +70,7 @@ logger = logging.getLogger(__name__)
 JsonObject = dict[str, Any]
 PODS: ResourceKey = ("", "pods")
 SERVICES: ResourceKey = ("", "services")
+CLAIMS: ResourceKey = ("", "persistentvolumeclaims")
 CONFIGS: tuple[ResourceKey, ...] = (("", "configmaps"), ("", "secrets"))
 BIND_LABELS = {"app.kubernetes.io/managed-by": "swivel-operator"}
 NETWORK_FILE = "network.json"
@@ -174,7 +179,9 @@ class PodRun:
 
     def _prepare(self, container: ContainerRun) -> tuple[list[str], dict[str, str], Path]:
         spec = container.spec
-        mounts = containers.project_volumes(self.pod, spec, self.folder, self._lookup)
+        mounts = containers.project_volumes(
+            self.pod, spec, self.folder, self._lookup, self.kubelet.claims_dir
+        )
         translation = Translation(
             mounts=[(m.mount_path, m.local) for m in mounts],
             ports=host_ports(self.pod),
@@ -464,6 +471,10 @@ class Kubelet:
     def network_file(self) -> Path:
         return self.root / NETWORK_FILE
 
+    @property
+    def claims_dir(self) -> Path:
+        return self.root / "claims"
+
     def _endpoint(self, key: ResourceKey, namespace: str = "") -> Endpoint:
         found = self.registry.catalogue.get(key)
         assert found is not None
@@ -474,6 +485,9 @@ class Kubelet:
         (self.root / "pods").mkdir(parents=True, exist_ok=True)
         subscription = registry.store.subscribe()  # every kind: pods, services, configs
         try:
+            claims, _ = registry.list(self._endpoint(CLAIMS))
+            for claim in claims:
+                self._on_claim("ADDED", claim)
             pods, _ = registry.list(self._endpoint(PODS))
             for pod in pods:
                 self._on_pod("ADDED", pod)
@@ -499,6 +513,8 @@ class Kubelet:
                 self._publish_network()
             elif event.key == SERVICES:
                 self._publish_network()
+            elif event.key == CLAIMS:
+                self._on_claim(event.type, event.object)
         except Exception:  # one bad object must not stop the kubelet
             logger.exception("sandbox kubelet: handling %s %s", event.type, event.key)
 
@@ -531,6 +547,36 @@ class Kubelet:
         run = PodRun(self, pod)
         self.runs[uid] = run
         run.start()
+
+    # Claims.
+
+    def _on_claim(self, kind: str, claim: JsonObject) -> None:
+        metadata = claim["metadata"]
+        namespace = metadata.get("namespace", "default")
+        if kind == "DELETED":
+            folder = containers.claim_folder(self.claims_dir, namespace, claim)
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        if metadata.get("deletionTimestamp") or (claim.get("status") or {}).get("phase") == "Bound":
+            return
+        spec = claim.get("spec") or {}
+        status = {
+            "phase": "Bound",
+            "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+            "capacity": {
+                "storage": ((spec.get("resources") or {}).get("requests") or {}).get(
+                    "storage", "1Gi"
+                )
+            },
+        }
+        endpoint = self._endpoint(CLAIMS, namespace)
+        try:
+            self.registry.patch(
+                endpoint, metadata["name"], MERGE_PATCH, {"status": status}, subresource="status"
+            )
+        except ApiError as error:
+            if error.code != 404:
+                logger.warning("sandbox kubelet: binding claim %s: %s", metadata["name"], error)
 
     def _wants(self, pod: JsonObject) -> bool:
         metadata = pod["metadata"]

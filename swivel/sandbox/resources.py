@@ -119,6 +119,8 @@ BUILTINS: tuple[ResourceType, ...] = (
     _builtin("", "v1", "configmaps", "ConfigMap", short=("cm",)),
     _builtin("", "v1", "secrets", "Secret", field_labels=("type",)),
     _builtin("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
+    _builtin("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", status=True,
+             short=("pvc",), returns_object=True),
     _builtin("", "v1", "events", "Event", short=("ev",), field_labels=_EVENT_FIELDS),
     _builtin("events.k8s.io", "v1", "events", "Event", short=("ev",)),
     _builtin("apps", "v1", "deployments", "Deployment", status=True, short=("deploy",),

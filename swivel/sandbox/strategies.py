@@ -70,8 +70,8 @@ def prepare_create(resource_type: ResourceType, obj: JsonObject) -> None:
     if resource_type.key == NAMESPACE_KEY:
         obj.setdefault("spec", {})["finalizers"] = [NAMESPACE_FINALIZER]
         obj["status"] = {"phase": "Active"}
-    elif resource_type.key == ("", "pods"):
-        obj["status"] = {"phase": "Pending"}
+    elif resource_type.key in (("", "pods"), ("", "persistentvolumeclaims")):
+        obj["status"] = {"phase": "Pending"}  # a claim waits for the kubelet to bind it
     elif resource_type.key == CRD_KEY:
         finalizers = obj["metadata"].setdefault("finalizers", [])
         if CRD_CLEANUP_FINALIZER not in finalizers:

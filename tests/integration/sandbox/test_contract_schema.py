@@ -70,7 +70,8 @@ def test_nullable_fields_accept_null(kube: Any) -> None:
     body["spec"]["checkpoint"] = {"location": None}
     body["spec"]["dataflow"]["operators"][0]["cardinality"] = None
     created = kube.create_streamjob(body)
-    assert created["spec"]["checkpoint"] == {"location": None}
+    # null kept (nullable); the sibling's default filled in
+    assert created["spec"]["checkpoint"] == {"location": None, "volumeSize": "1Gi"}
 
 
 def test_unknown_fields_are_pruned_unless_preserved(kube: Any) -> None:

@@ -229,6 +229,75 @@ def test_deletion_stops_the_processes_and_confirms(kubelet_sandbox: KubeletSandb
     assert NetworkMap.load(kube.kubelet.network_file).resolve("agent.default.svc", 8470) is None
 
 
+def _claimed_pod(name: str) -> dict[str, Any]:
+    """The agent pod with its state on a PersistentVolumeClaim instead of an emptyDir."""
+    pod = _agent_pod(name)
+    pod["spec"]["volumes"][1] = {"name": "state", "persistentVolumeClaim": {"claimName": "state"}}
+    return pod
+
+
+def _cmdline(pod: Any) -> str:
+    pid = int(pod.status.container_statuses[0].container_id.removeprefix("sandbox://"))
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def test_a_claim_is_bound_and_its_folder_outlives_the_pods(kubelet_sandbox: KubeletSandbox) -> None:
+    kube = kubelet_sandbox
+    _create_config(kube)
+    kube.core.create_namespaced_pod("default", _claimed_pod("first"))
+    waiting = wait_for(
+        lambda: (
+            (p := kube.pod("first"))
+            and p.status.container_statuses
+            and p.status.container_statuses[0].state.waiting
+            and p.status.container_statuses[0].state.waiting.message
+        ),
+        10,
+        "the pod waiting for its claim",
+    )
+    assert waiting == 'persistentvolumeclaim "state" not found'
+    claim = kube.core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "state"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    bound = wait_for(
+        lambda: (
+            (c := kube.core.read_namespaced_persistent_volume_claim("state", "default"))
+            and c.status.phase == "Bound"
+            and c
+        ),
+        10,
+        "the claim Bound",
+    )
+    assert bound.status.capacity == {"storage": "1Gi"}
+    folder = containers.claim_folder(
+        kube.kubelet.claims_dir,
+        "default",
+        {"metadata": {"name": "state", "uid": claim.metadata.uid}},
+    )
+    first = wait_for(lambda: _ready(kube, "first"), 30, "Ready once the claim is bound")
+    assert f"--state-dir {folder}/agent" in _cmdline(first)
+    (folder / "agent").mkdir(parents=True, exist_ok=True)
+    (folder / "agent" / "kept.txt").write_text("from the first pod")
+    kube.core.delete_namespaced_pod("first", "default")
+    wait_for(lambda: kube.pod("first") is None, 15, "the first pod gone")
+    assert (folder / "agent" / "kept.txt").read_text() == "from the first pod"
+
+    kube.core.create_namespaced_pod("default", _claimed_pod("second"))
+    second = wait_for(lambda: _ready(kube, "second"), 30, "the second pod Ready")
+    assert f"--state-dir {folder}/agent" in _cmdline(second)  # the same storage
+    kube.core.delete_namespaced_pod("second", "default")
+    wait_for(lambda: kube.pod("second") is None, 15, "the second pod gone")
+    kube.core.delete_namespaced_persistent_volume_claim("state", "default")
+    wait_for(lambda: not folder.exists(), 10, "the claim's folder removed with it")
+
+
 def test_a_failing_container_restarts_with_backoff(kubelet_sandbox: KubeletSandbox) -> None:
     kube = kubelet_sandbox
     _create_config(kube)

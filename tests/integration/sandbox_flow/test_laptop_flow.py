@@ -223,3 +223,91 @@ def test_the_laptop_flow_with_kubectl(laptop: Path, tmp_path: Path) -> None:
         json.loads(kubectl("get", "pod", "fraud-detection-driver", "-o", "json"))["status"]["podIP"]
         == "127.0.0.1"
     )
+
+
+def _batches(checkpoint: Path, since: float = 0.0) -> list[int]:
+    """Batch ids Spark planned in `checkpoint` (its offsets log), written at or after `since`."""
+    folder = checkpoint / "offsets"
+    if not folder.is_dir():
+        return []
+    return sorted(
+        int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.stat().st_mtime >= since
+    )
+
+
+def _driver_checkpoint(kubeconfig: Path) -> Path | None:
+    """The (local) checkpoint the running driver's query uses, from its log line."""
+    logs = CliRunner().invoke(
+        sandbox, ["logs", "--kubeconfig", str(kubeconfig), "fraud-detection-driver"]
+    )
+    for line in logs.output.splitlines():
+        if "swivel driver: fraud-detection runs" in line and "checkpoint " in line:
+            return Path(line.rsplit("checkpoint ", 1)[1].rstrip(")"))
+    return None
+
+
+def test_a_restart_class_edit_resumes_from_the_checkpoint(laptop: Path) -> None:
+    """Issue 5: a restart-class edit replaces the driver pod gracefully and keeps the
+    checkpoint (the job's PersistentVolumeClaim): the new query continues the old one."""
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(laptop), client_configuration=configuration)
+    with client.ApiClient(configuration) as api:
+        custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+        body = small_job()
+        body["spec"]["sink"] = {"kind": "noop"}  # Spark's memory sink cannot resume at all
+        custom.create_namespaced_custom_object(GROUP, VERSION, "default", "streamjobs", body)
+
+        def job() -> dict[str, Any]:
+            found: dict[str, Any] = custom.get_namespaced_custom_object(
+                GROUP, VERSION, "default", "streamjobs", "fraud-detection"
+            )
+            return found
+
+        wait_for(lambda: _condition(job(), "Ready") == "True", READY_TIMEOUT, "StreamJob Ready")
+        claim = core.read_namespaced_persistent_volume_claim(
+            "fraud-detection-checkpoints", "default"
+        )
+        assert claim.status.phase == "Bound"
+        assert claim.metadata.owner_references[0].uid == job()["metadata"]["uid"]
+        old = core.read_namespaced_pod("fraud-detection-driver", "default")
+        checkpoint = wait_for(lambda: _driver_checkpoint(laptop), 30, "the driver's checkpoint")
+        wait_for(lambda: len(_batches(checkpoint)) >= 2, 60, "two batches in the checkpoint")
+        metadata = (checkpoint / "metadata").read_text()  # the query's id
+
+        custom.patch_namespaced_custom_object(
+            GROUP, VERSION, "default", "streamjobs", "fraud-detection",
+            {"spec": {"source": {"rowsPerSecond": 12}}},
+        )  # fmt: skip
+
+        def replaced() -> Any:
+            try:
+                pod = core.read_namespaced_pod("fraud-detection-driver", "default")
+            except client.ApiException:
+                return None
+            return pod if pod.metadata.uid != old.metadata.uid else None
+
+        new = wait_for(replaced, 90, "a new driver pod")
+        # The old pod is gone (stopped at a batch boundary) before the new one is created:
+        # what the checkpoint holds now is where the old query stopped.
+        replaced_at = time.time()
+        stopped_by = max(_batches(checkpoint), default=0)
+        wait_for(
+            lambda: _condition(job(), "Ready") == "True" and job()["status"]["phase"] == "Running",
+            READY_TIMEOUT,
+            "Ready again after the restart",
+        )
+        assert job()["status"]["observedGeneration"] == 2
+        assert (
+            new.metadata.annotations["swivel.dev/restart-hash"]
+            != (old.metadata.annotations["swivel.dev/restart-hash"])
+        )
+        resumed = wait_for(lambda: _driver_checkpoint(laptop), 30, "the new driver's checkpoint")
+        assert resumed == checkpoint  # the same claim, mounted by the new pod
+        assert (resumed / "metadata").read_text() == metadata  # the same query, resumed
+        after = wait_for(
+            lambda: _batches(resumed, since=replaced_at) or None, 60, "batches after the restart"
+        )
+        # The new query's first batch continues the old one's (a fresh one would start at 0).
+        assert after[0] >= stopped_by > 0, (after, stopped_by)
+        new_pod = core.read_namespaced_pod("fraud-detection-driver", "default")
+        assert [c.restart_count for c in new_pod.status.container_statuses] == [0, 0]

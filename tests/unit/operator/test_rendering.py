@@ -93,7 +93,11 @@ def test_each_child_is_labelled_owned_and_namespaced(
 def test_the_pod_runs_the_driver_and_the_agent_sidecar(children: dict[str, dict[str, Any]]) -> None:
     pod = children["Pod/fraud-detection-driver"]
     spark, agent = pod["spec"]["containers"]
-    assert spark["command"] == ["swivel", "driver", "--job-config", "/etc/swivel/job.yaml"]
+    assert spark["command"] == [
+        "swivel", "driver", "--job-config", "/etc/swivel/job.yaml", "--boundary-timeout", "45"
+    ]  # fmt: skip
+    # SIGTERM: the driver waits up to 45 s for a batch boundary, inside the grace period.
+    assert pod["spec"]["terminationGracePeriodSeconds"] > rendering.BOUNDARY_TIMEOUT_S
     assert agent["command"][:3] == ["swivel", "agent", "--job"]
     assert agent["command"][agent["command"].index("--port") + 1] == "8470"
     assert agent["command"][agent["command"].index("--state-dir") + 1] == "/var/lib/swivel/agent"
@@ -156,6 +160,69 @@ def test_the_job_config_carries_the_spec_and_the_kubernetes_spark_settings(
     assert parsed.spec.checkpoint.location == "/var/lib/swivel/checkpoints/fraud-detection"
 
 
+DEFAULT_LOCATION = "/var/lib/swivel/checkpoints/fraud-detection"
+
+
+@pytest.mark.parametrize(
+    ("sink", "checkpoint", "claim", "location"),
+    [
+        # The default: a 1Gi ReadWriteOnce claim of the default class at the checkpoint root.
+        ("noop", {}, {"storage": "1Gi"}, DEFAULT_LOCATION),
+        (
+            "files",
+            {"volumeSize": "20Gi", "storageClassName": "fast-ssd"},
+            {"storage": "20Gi", "storageClassName": "fast-ssd"},
+            DEFAULT_LOCATION,
+        ),
+        # An explicit location is the user's storage: no claim, no extra volume.
+        ("noop", {"location": "s3a://bucket/ckpt"}, None, "s3a://bucket/ckpt"),
+        # A memory sink cannot resume (Spark refuses): its checkpoint stays on the pod.
+        ("memory", {}, None, DEFAULT_LOCATION),
+    ],
+)
+def test_the_checkpoint_lives_on_a_claim_the_job_owns(
+    job: StreamJob,
+    sink: str,
+    checkpoint: dict[str, Any],
+    claim: dict[str, str] | None,
+    location: str,
+) -> None:
+    manifest = job.to_manifest()
+    manifest["spec"]["checkpoint"] = checkpoint
+    manifest["spec"]["sink"] = {"kind": sink, "options": {"path": "/data/out"}}
+    edited = StreamJob.model_validate(manifest)
+    children = rendering.render_children(edited, OWNER, TOKEN)
+    kinds = [obj["kind"] for obj in children]
+    rendered = {obj["kind"] + "/" + obj["metadata"]["name"]: obj for obj in children}
+    pod = rendered["Pod/fraud-detection-driver"]
+    spark = pod["spec"]["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in spark["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    job_config = yaml.safe_load(rendered["ConfigMap/fraud-detection-job"]["data"]["job.yaml"])
+    assert job_config["spec"]["checkpoint"]["location"] == location
+    if claim is None:
+        assert "PersistentVolumeClaim" not in kinds
+        assert "checkpoints" not in mounts and "checkpoints" not in volumes
+        return
+    pvc = rendered["PersistentVolumeClaim/fraud-detection-checkpoints"]
+    kubernetes_validate.validate(pvc, KUBERNETES_VERSION, strict=True)
+    kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+    assert pvc["metadata"]["labels"]["app.kubernetes.io/component"] == "checkpoints"
+    assert pvc["metadata"]["ownerReferences"] == [OWNER.reference()]
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert pvc["spec"]["resources"]["requests"] == {"storage": claim["storage"]}
+    assert pvc["spec"].get("storageClassName") == claim.get("storageClassName")
+    assert kinds.index("PersistentVolumeClaim") < kinds.index("Pod")  # the pod mounts it
+    assert mounts["checkpoints"] == rendering.CHECKPOINT_ROOT
+    assert location.startswith(rendering.CHECKPOINT_ROOT + "/")
+    assert volumes["checkpoints"] == {
+        "name": "checkpoints",
+        "persistentVolumeClaim": {"claimName": "fraud-detection-checkpoints"},
+    }
+    agent = pod["spec"]["containers"][1]
+    assert "checkpoints" not in {m["name"] for m in agent["volumeMounts"]}
+
+
 def test_the_token_is_the_one_given(children: dict[str, dict[str, Any]]) -> None:
     assert rendering.token_of(children["Secret/fraud-detection-agent-token"]) == TOKEN
     assert rendering.token_of({"data": {}}) is None
@@ -172,6 +239,10 @@ def test_the_token_is_the_one_given(children: dict[str, dict[str, Any]]) -> None
         (("source", "rowsPerSecond"), 7),
         (("executor", "memory"), "2Gi"),
         (("dataflow", "bins"), 32),
+        (("checkpoint", "location"), "s3a://bucket/ckpt"),
+        # The claim is created once: its size and class restart nothing.
+        (("checkpoint", "volumeSize"), "5Gi"),
+        (("checkpoint", "storageClassName"), "fast-ssd"),
     ],
 )
 def test_the_restart_hash_changes_exactly_for_restart_class_edits(
