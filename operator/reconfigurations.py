@@ -68,7 +68,8 @@ class Step:
 
     @property
     def plan_id(self) -> str | None:
-        return (self.obj["metadata"].get("annotations") or {}).get(PLAN_ID_ANNOTATION)
+        annotated = (self.obj["metadata"].get("annotations") or {}).get(PLAN_ID_ANNOTATION)
+        return annotated or self.status.agent_plan_id
 
     async def decide(self, decision: Decision) -> None:
         before = self.status
@@ -201,7 +202,8 @@ async def _submit(
     current: Step, spec: ReconfigurationSpec, job_body: Mapping[str, Any] | None
 ) -> None:
     if current.plan_id:  # accepted before a restart; the phase write did not happen
-        await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed"))
+        updates = {"agent_plan_id": current.plan_id}
+        await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed", updates))
         return
     address = await _address(current, job_body)
     if address is None:
@@ -218,10 +220,13 @@ async def _submit(
             await current.decide(after_rejection(error.status, error.errors, error.running_plan))
             return
         document = adopted
+    # The annotation first (a metadata write, before anything else can happen), then the
+    # status with the same id: a restart in between finds the annotation.
     await current.remember_plan_id(str(document["id"]))
     decision = from_agent_plan(document, current.status.plan)
     message = f"the agent accepted plan {document['id']}"
-    await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, message, decision.updates))
+    updates = {**decision.updates, "agent_plan_id": str(document["id"])}
+    await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, message, updates))
 
 
 async def _ours(current: Step, address: JobAddress, error: AgentRejected) -> dict[str, Any] | None:

@@ -82,6 +82,7 @@ KINDS = (
             _column("Phase", ".status.phase"),
             _column("Delay-ms", ".status.delayMs", "number"),
             _column("Scheduler", ".spec.scheduler", priority=1),
+            _column("Agent-Plan", ".status.agentPlanId", priority=1),
             _AGE,
         ),
     ),

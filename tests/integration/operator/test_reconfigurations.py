@@ -32,6 +32,8 @@ def test_a_reconfiguration_is_planned_applied_and_completed(harness: Harness) ->
     assert done["metadata"]["annotations"]["swivel.dev/agent-plan-id"].startswith(
         "fraud-detection/"
     )
+    # The agent's plan id is in status too (the annotation orders it before the status).
+    assert status["agentPlanId"] == done["metadata"]["annotations"]["swivel.dev/agent-plan-id"]
     assert [name for _, name, _ in h.link.submissions] == ["swap-model"]
     job = wait_for(
         lambda: (
@@ -105,7 +107,8 @@ def test_an_operator_restart_mid_applying_resumes_without_a_second_submit(
     h.link.completion_polls = 10_000
     h.job()
     _recon(h, "swap-model")
-    h.wait_phase("reconfigurations", "swap-model", "Applying")
+    applying = h.wait_phase("reconfigurations", "swap-model", "Applying")
+    assert applying["status"]["agentPlanId"] == h.link.plans_of("fraud-detection")[0].id
     h.restart()
     polls = len([c for c in h.link.calls if c[0] == "get_plan"])
     wait_for(
