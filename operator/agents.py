@@ -67,8 +67,13 @@ class Loads:
 
 
 class AgentLink(Protocol):
-    async def submit(self, job: JobAddress, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """The agent's plan document (with its `id`); AgentRejected / AgentUnreachable."""
+    async def submit(
+        self, job: JobAddress, name: str, spec: Mapping[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
+        """The agent's plan document (with its `id`); AgentRejected / AgentUnreachable.
+
+        `key` (the Reconfiguration's `namespace/name/uid`) is the agent's idempotency key:
+        submitting it again returns the plan it created, never a second one."""
         ...
 
     async def get_plan(self, job: JobAddress, plan_id: str) -> dict[str, Any]: ...
@@ -107,9 +112,11 @@ class ClientAgentLink:
     def _client(self, job: JobAddress) -> AgentClient:
         return AgentClient(self._url_for(job.namespace, job.name), job.token, **self._options)  # type: ignore[arg-type]
 
-    async def submit(self, job: JobAddress, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    async def submit(
+        self, job: JobAddress, name: str, spec: Mapping[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
         async with self._client(job) as client:
-            return await client.submit_plan(name, spec)
+            return await client.submit_plan(name, spec, idempotency_key=key)
 
     async def get_plan(self, job: JobAddress, plan_id: str) -> dict[str, Any]:
         async with self._client(job) as client:
@@ -151,6 +158,7 @@ class FakePlan:
     polls_left: int
     fails: bool
     document: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
 
 
 class TestingAgentLink:
@@ -163,7 +171,8 @@ class TestingAgentLink:
     - `ready`: what `/readyz` says.
     - `loads_by_job`: the statistics `loads()` returns.
     One plan at a time per job, like the agent: a second submission answers 409 with
-    `runningPlan`. `submissions` records every accepted plan (what a test asserts on).
+    `runningPlan`; a submission with the key of an earlier one gets that plan back.
+    `submissions` records every accepted plan (what a test asserts on).
     """
 
     __test__ = False  # not a pytest test class
@@ -197,9 +206,14 @@ class TestingAgentLink:
             None,
         )
 
-    async def submit(self, job: JobAddress, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    async def submit(
+        self, job: JobAddress, name: str, spec: Mapping[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
         self._check(job, "submit")
         with self._lock:
+            earlier = next((p for p in self.plans_of(job.name) if key and p.key == key), None)
+            if earlier is not None:  # the agent's idempotency key: the same plan back
+                return dict(earlier.document)
             if self.reject is not None:
                 raise AgentRejected(
                     self.reject, list(self.reject_errors), {"errors": self.reject_errors}
@@ -213,7 +227,9 @@ class TestingAgentLink:
                 raise AgentRejected(409, errors, {"errors": errors, "runningPlan": running.id})
             plan_id = f"{job.name}/{name}-{next(self._ids)}"
             now = _now()
-            plan = FakePlan(plan_id, name, dict(spec), self.completion_polls, self.fail_plans)
+            plan = FakePlan(
+                plan_id, name, dict(spec), self.completion_polls, self.fail_plans, key=key
+            )
             version = self._config_version.get(job.name, 1) + 1
             self._config_version[job.name] = version
             plan.document = {

@@ -129,6 +129,15 @@ async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
         await _wake_next(ctx, namespace, spec.job_ref.name, name)
 
 
+def idempotency_key(obj: Mapping[str, Any]) -> str:
+    """What the agent knows this Reconfiguration by across retries and operator restarts:
+    a repeat gets the plan the first submission created (no double apply even when the
+    operator crashed before it could record the plan id). The uid keeps a re-created
+    object of the same name a different reconfiguration."""
+    metadata = obj["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}/{metadata['uid']}"
+
+
 def _parse_job(body: Mapping[str, Any] | None) -> StreamJob | SpecError | None:
     if body is None:
         return None
@@ -210,7 +219,9 @@ async def _submit(
         return
     agents = current.ctx.agents
     try:
-        document = await agents.submit(address, current.name, spec.to_manifest())
+        document = await agents.submit(
+            address, current.name, spec.to_manifest(), key=idempotency_key(current.obj)
+        )
     except AgentUnreachable as error:
         await current.decide(Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error)))
         return

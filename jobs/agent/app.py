@@ -156,9 +156,13 @@ async def driver_actions(request: web.Request) -> web.Response:
 
 async def submit_plan(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
-    record = hub.submit(await _json_body(request))
+    record, created = hub.accept(await _json_body(request))
     document = hub.plan_document(record)
-    return web.json_response(document, status=202, headers={"Location": f"/v1/plans/{record.id}"})
+    # 202: a new plan; 200: the plan an earlier submission with this idempotencyKey created.
+    status = 202 if created else 200
+    return web.json_response(
+        document, status=status, headers={"Location": f"/v1/plans/{record.id}"}
+    )
 
 
 async def get_plan(request: web.Request) -> web.Response:

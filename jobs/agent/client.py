@@ -66,10 +66,23 @@ class AgentClient:
         self._session = None
 
     async def submit_plan(
-        self, name: str, spec: Mapping[str, Any], *, requested_at: float | None = None
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        requested_at: float | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        """POST /v1/plans; the spec is the Reconfiguration spec's wire form."""
-        body = {"name": name, "spec": dict(spec), "requestedAt": requested_at or time.time()}
+        """POST /v1/plans; the spec is the Reconfiguration spec's wire form. With an
+        `idempotency_key`, a repeat (a retry, a restarted operator) gets the plan the first
+        submission created instead of a second one."""
+        body: dict[str, Any] = {
+            "name": name,
+            "spec": dict(spec),
+            "requestedAt": requested_at or time.time(),
+        }
+        if idempotency_key is not None:
+            body["idempotencyKey"] = idempotency_key
         return await self._request("POST", "/v1/plans", body)
 
     async def get_plan(self, plan_id: str) -> dict[str, Any]:

@@ -182,8 +182,16 @@ class Hub:
 
     def submit(self, body: Any) -> PlanRecord:
         """Accept a plan (durably, then publish it) or raise PlanRejected (400/409/422)."""
+        return self.accept(body)[0]
+
+    def accept(self, body: Any) -> tuple[PlanRecord, bool]:
+        """`submit`, telling a new plan (True) from the one an earlier submission with the
+        same `idempotencyKey` created (False: nothing is planned or published again)."""
         try:
             submission = parse_submission(body, self.job, self.job_name, migrations=self.migrations)
+            earlier = self._plan_with_key(submission.idempotency_key)
+            if earlier is not None:
+                return earlier, False
             self._refuse_while_busy()
             plan = self._planner(self.job, submission.spec)
         except PlanRejected:
@@ -212,6 +220,7 @@ class Hub:
             to_config_version=state.config_version + 1,
             targets={op: new_operators[op].version for op in submission.spec.targets},
             timings=Timings(requested_at=submission.requested_at or now, accepted_at=now),
+            idempotency_key=submission.idempotency_key,
         )
         self._record_schedule_updates(record, state.operators)
         state.config_version += 1
@@ -228,7 +237,14 @@ class Hub:
         state.plans[plan_id] = record = plans.move(record, PlanPhase.APPLYING)
         self._publish()
         self.metrics.plans.labels("accepted").inc()
-        return record
+        return record, True
+
+    def _plan_with_key(self, key: str | None) -> PlanRecord | None:
+        """The plan an earlier submission with this key created (kept in the durable state,
+        so a repeat after an agent restart is recognised too)."""
+        if key is None:
+            return None
+        return next((p for p in self._state.plans.values() if p.idempotency_key == key), None)
 
     def _refuse_while_busy(self) -> None:
         running = self.active_plan

@@ -91,6 +91,7 @@ class PlanRecord:
     last_switch_batch: int | None = None
     message: str = ""
     migration: Mapping[str, Any] | None = None  # the driver's last bin-migration report
+    idempotency_key: str | None = None  # the submitter's key: a repeat gets this plan back
 
     @property
     def moves_bins(self) -> bool:
@@ -144,6 +145,7 @@ class PlanRecord:
             "lastSwitchBatch": self.last_switch_batch,
             "message": self.message,
             "migration": dict(self.migration) if self.migration else None,
+            "idempotencyKey": self.idempotency_key,
         }
 
     @classmethod
@@ -163,6 +165,7 @@ class PlanRecord:
             last_switch_batch=data.get("lastSwitchBatch"),
             message=data.get("message", ""),
             migration=data.get("migration"),
+            idempotency_key=data.get("idempotencyKey"),
         )
 
 

@@ -22,6 +22,7 @@ from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
 
 Planner = Callable[[StreamJobSpec, ReconfigurationSpec], Mapping[str, Any]]
 SCHEDULER_OVERRIDES = ("naive",)  # benchmark only: no MCS, every target on its own
+MAX_IDEMPOTENCY_KEY = 512
 
 
 class PlanRejected(Exception):  # noqa: N818 - reads as the outcome, like AgentRejected
@@ -50,6 +51,7 @@ class Submission:
     spec: ReconfigurationSpec
     scheduler: str
     requested_at: float | None
+    idempotency_key: str | None = None  # the same key again answers the same plan
 
 
 def default_planner(job: StreamJobSpec, spec: ReconfigurationSpec) -> Mapping[str, Any]:
@@ -74,6 +76,11 @@ def parse_submission(
     requested_at = body.get("requestedAt")
     if requested_at is not None and not isinstance(requested_at, int | float):
         problems.append(FieldProblem("requestedAt", "epoch seconds (a number)"))
+    key = body.get("idempotencyKey")
+    if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY):
+        problems.append(
+            FieldProblem("idempotencyKey", f"a non-empty string of at most {MAX_IDEMPOTENCY_KEY}")
+        )
     try:
         spec = ReconfigurationSpec.model_validate(body.get("spec"))
     except ValidationError as error:
@@ -99,7 +106,9 @@ def parse_submission(
     if unprocessable:
         raise PlanRejected(422, unprocessable)
     scheduler = override or spec.scheduler.value
-    return Submission(name, spec, scheduler, None if requested_at is None else float(requested_at))
+    return Submission(
+        name, spec, scheduler, None if requested_at is None else float(requested_at), key
+    )
 
 
 def initial_operators(job: StreamJobSpec) -> dict[str, OperatorConfig]:

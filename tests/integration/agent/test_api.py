@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,48 @@ def test_openapi_documents_every_route_and_nothing_else(agent: Any, call: Any) -
     assert router == served
     status, text, _ = call(agent.url + "/openapi.yaml")
     assert status == 200 and yaml.safe_load(text) == document
+
+
+def test_a_repeated_idempotency_key_gets_the_same_plan_even_after_a_restart(
+    start_agent: Any, call: Any, swap_model: Any
+) -> None:
+    """The operator's double-apply window: a plan accepted, then finished, before the
+    submitter learnt its id; the repeat (same key) must not plan and apply it again."""
+    agent = start_agent()
+    body = {**swap_model(), "idempotencyKey": "streams/swap-model/0b9f6a3e"}
+    status, first, headers = call(agent.url + "/v1/plans", "POST", body)
+    assert status == 202
+    status, again, headers = call(agent.url + "/v1/plans", "POST", body)
+    assert (status, again["id"]) == (200, first["id"])  # not 409 busy, not a second plan
+    assert headers["Location"] == f"/v1/plans/{first['id']}"
+    acks = [
+        {"pid": 7, "operator": op, "version": 2, "configVersion": 2, "at": 0}
+        for op in ("customer-detector", "combine")
+    ]
+    assert call(agent.url + "/v1/control/acks", "POST", acks)[0] == 202
+    done = wait_for_phase(call, agent.url, first["id"], "Completed")
+    agent.stop()
+    restarted = start_agent()  # same state directory: the key is durable
+    status, repeat, _ = call(restarted.url + "/v1/plans", "POST", body)
+    assert (status, repeat["id"], repeat["phase"]) == (200, first["id"], "Completed")
+    assert repeat["configVersion"] == done["configVersion"] == 2
+    assert call(restarted.url + "/v1/config")[1]["configVersion"] == 2  # applied once
+    # Another key (another Reconfiguration) is a new plan as usual; no key: as before.
+    other = {**swap_model("other"), "idempotencyKey": "streams/other/1c2d"}
+    status, second, _ = call(restarted.url + "/v1/plans", "POST", other)
+    assert status in (202, 409)
+    if status == 202:
+        assert second["id"] != first["id"]
+    bad = {**swap_model(), "idempotencyKey": ""}
+    status, errors, _ = call(restarted.url + "/v1/plans", "POST", bad)
+    assert (status, errors["errors"][0]["field"]) == (400, "idempotencyKey")
+
+
+def wait_for_phase(call: Any, url: str, plan_id: str, phase: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 10
+    while True:
+        plan = call(f"{url}/v1/plans/{plan_id}")[1]
+        if plan["phase"] == phase:
+            return dict(plan)
+        assert time.monotonic() < deadline, f"plan {plan_id} still {plan['phase']}"
+        time.sleep(0.05)

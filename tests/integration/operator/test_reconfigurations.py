@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from swivel.operator.agents import JobAddress
 from tests.integration.operator.conftest import Harness, wait_for
 
 
@@ -161,3 +163,28 @@ def test_deleting_the_job_mid_applying_fails_the_reconfiguration_cleanly(harness
     h.delete("streamjobs", "fraud-detection")
     failed = h.wait_phase("reconfigurations", "swap-model", "Failed")
     assert failed["status"]["conditions"][-1]["reason"] == "JobDeleted"
+
+
+def test_a_plan_accepted_and_finished_during_an_operator_crash_is_not_applied_twice(
+    harness: Harness,
+) -> None:
+    """The window before the plan id is recorded: the agent accepted the plan (and it even
+    finished) but the operator died before writing the annotation. The resubmission carries
+    the same idempotency key (namespace/name/uid), so the agent hands back that plan."""
+    h = harness
+    h.link.unreachable.add("*")
+    h.job()
+    created = _recon(h, "swap-model")
+    h.wait_phase("reconfigurations", "swap-model", "Planned")
+    h.stop()
+    # What the crashed operator had sent just before dying (then the plan completed).
+    key = f"{h.namespace}/swap-model/{created['metadata']['uid']}"
+    address = JobAddress(h.namespace, "fraud-detection", "token")
+    h.link.unreachable.clear()
+    accepted = asyncio.run(h.link.submit(address, "swap-model", created["spec"], key=key))
+    h.link.finish_all()
+    asyncio.run(h.link.get_plan(address, accepted["id"]))
+    h.start()
+    done = h.wait_phase("reconfigurations", "swap-model", "Completed")
+    assert len(h.link.submissions) == 1  # applied once
+    assert done["status"]["agentPlanId"] == accepted["id"]
