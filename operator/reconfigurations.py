@@ -20,13 +20,14 @@ import kopf
 from pydantic import ValidationError
 
 from swivel.api.base import API_GROUP, API_VERSION
+from swivel.api.conditions import Condition, ConditionStatus, set_condition
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.reconfiguration import (
     ReconfigurationSpec,
     ReconfigurationStatus,
     validate_against_job,
 )
-from swivel.api.streamjob import LastReconfiguration, StreamJob
+from swivel.api.streamjob import JobPhase, LastReconfiguration, StreamJob, StreamJobStatus
 from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
 from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
@@ -288,7 +289,7 @@ async def _record_on_job(
         delay_ms=status.delay_ms,
         completed_at=timings.completed_at if timings else None,
     )
-    update: dict[str, Any] = {"lastReconfiguration": last.to_manifest()}
+    update: dict[str, Any] = {"lastReconfiguration": last.to_manifest(), **_idle(job_body, current)}
     if document.get("configVersion") is not None:
         update["liveGeneration"] = int(document["configVersion"])
     rescale = spec.get("rescale") or {}
@@ -301,6 +302,28 @@ async def _record_on_job(
         metrics.RECONFIGURATION_DELAY.labels(last.kind).observe(max(waited, 0.0))
     if status.delay_ms is not None:
         metrics.AGENT_DELAY.labels(last.kind).observe(status.delay_ms / 1000)
+
+
+def _idle(job_body: Mapping[str, Any], current: Step) -> dict[str, Any]:
+    """The job's `Reconfiguring` condition and phase once this plan is done, written with
+    the result rather than at the next health tick (a queued sibling sets them again)."""
+    try:
+        status = StreamJobStatus.model_validate(job_body.get("status") or {})
+    except ValidationError:
+        return {}
+    idle = Condition(
+        type="Reconfiguring",
+        status=ConditionStatus.FALSE,
+        reason="Idle",
+        message=f"{current.name} completed",
+        last_transition_time=current.ctx.clock(),
+        observed_generation=status.observed_generation,
+    )
+    conditions = set_condition(status.conditions, idle)
+    update: dict[str, Any] = {"conditions": [c.to_manifest() for c in conditions]}
+    if status.phase is JobPhase.RECONFIGURING:
+        update["phase"] = JobPhase.RUNNING.value
+    return update
 
 
 async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: str) -> None:

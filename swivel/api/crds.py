@@ -61,11 +61,13 @@ KINDS = (
         (
             _column("Ready", '.status.conditions[?(@.type=="Ready")].status'),
             _column("Phase", ".status.phase"),
+            # Not "Generation": next to kubectl's idea of generation (metadata.generation)
+            # that name made a new job look edited as soon as its first plan was accepted.
             _column(
-                "Generation",
+                "Config",
                 ".status.liveGeneration",
                 "integer",
-                description="Live configuration version.",
+                description="Live configuration version (the agent's; not metadata.generation).",
             ),
             _column("Bins", ".spec.dataflow.bins", "integer"),
             _column("Executors", ".spec.executor.instances", "integer"),

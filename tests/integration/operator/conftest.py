@@ -104,11 +104,11 @@ class Harness:
     def custom(self) -> Any:
         return client.CustomObjectsApi(self.api)
 
-    def start(self) -> None:
+    def start(self, health: float = 0.2) -> None:
         ctx = OperatorContext(
             cluster=KubernetesCluster(self.api),
             agents=self.link,
-            intervals=Intervals(health=0.2, reconfiguration=0.2, policies=0.2),
+            intervals=Intervals(health=health, reconfiguration=0.2, policies=0.2),
         )
         self.operator = OperatorThread(ctx, self.namespace, self.server)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from swivel.operator.agents import JobAddress
@@ -188,3 +189,35 @@ def test_a_plan_accepted_and_finished_during_an_operator_crash_is_not_applied_tw
     done = h.wait_phase("reconfigurations", "swap-model", "Completed")
     assert len(h.link.submissions) == 1  # applied once
     assert done["status"]["agentPlanId"] == accepted["id"]
+
+
+def test_the_job_is_no_longer_reconfiguring_as_soon_as_its_plan_completes(
+    harness: Harness,
+) -> None:
+    """Issue 5 review: the job's phase and `Reconfiguring` condition follow the result at
+    once (not at the next 10 s health tick), and its metadata.generation stays 1."""
+    h = harness
+    h.job()
+    h.run_driver()
+    h.wait_phase("streamjobs", "fraud-detection", "Running")
+    h.stop()
+    h.start(health=300.0)  # one health run at start, then none during the test
+    time.sleep(0.5)
+    # What the last health tick wrote while the plan was applying.
+    job = h.get("streamjobs", "fraud-detection") or {}
+    conditions = [c for c in job["status"]["conditions"] if c["type"] != "Reconfiguring"]
+    applying = {"type": "Reconfiguring", "status": "True", "reason": "Applying",
+                "message": "swap-model (Applying)",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    h.custom.patch_namespaced_custom_object_status(
+        "swivel.dev", "v1alpha1", h.namespace, "streamjobs", "fraud-detection",
+        {"status": {"phase": "Reconfiguring", "conditions": [*conditions, applying]}},
+    )  # fmt: skip
+    _recon(h, "swap-model")
+    h.wait_phase("reconfigurations", "swap-model", "Completed")
+    job = h.wait_phase("streamjobs", "fraud-detection", "Running", timeout=3)
+    reconfiguring = h.condition("streamjobs", "fraud-detection", "Reconfiguring") or {}
+    assert (reconfiguring.get("status"), reconfiguring.get("reason")) == ("False", "Idle")
+    assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
+    assert job["status"]["liveGeneration"] == 2  # the agent's configuration version...
+    assert job["metadata"]["generation"] == 1  # ...not the spec's: nothing edited it

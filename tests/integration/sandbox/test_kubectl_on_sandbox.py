@@ -70,7 +70,7 @@ def test_apply_get_wait_patch_delete(sandbox: tuple[SandboxThread, Path]) -> Non
     assert "streamjob.swivel.dev/fraud-detection created" in applied.stdout
     table = kubectl(config, "get", "streamjobs,reconfigurations").stdout
     header = table.splitlines()[0].split()
-    assert header[:4] == ["NAME", "READY", "PHASE", "GENERATION"] and "BINS" in header
+    assert header[:4] == ["NAME", "READY", "PHASE", "CONFIG"] and "BINS" in header
     assert "fraud-detection" in table and " 16 " in table
 
     threading.Timer(0.5, lambda: running.call(lambda r: _mark_ready(r, "fraud-detection"))).start()

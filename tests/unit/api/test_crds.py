@@ -55,7 +55,7 @@ def test_crd_carries_names_subresource_and_printer_columns() -> None:
     assert job["versions"][0]["subresources"] == {"status": {}}
     columns = {c["name"]: c["jsonPath"] for c in job["versions"][0]["additionalPrinterColumns"]}
     assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
-    assert {"Phase", "Generation", "Bins", "Executors", "Age"} <= columns.keys()
+    assert {"Phase", "Config", "Bins", "Executors", "Age"} <= columns.keys()
     reconf = by_kind["Reconfiguration"]["spec"]
     assert reconf["names"]["shortNames"] == ["reconf"]
     columns = {c["name"] for c in reconf["versions"][0]["additionalPrinterColumns"]}
