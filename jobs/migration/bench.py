@@ -7,7 +7,7 @@ Migration (Megaphone §5, Fig. 1): one query; after a steady phase, half the bin
 executor move to the other with each strategy in turn -- all-at-once, fluid, batched --
 alternating direction so every strategy moves the same number of bins, each starting
 from a settled query. Recorded per strategy: the worst batch duration (triggerExecution)
-from the first batch that runs moved bins to the one after the last, the migration's
+from the first batch that runs moved bins to the last one, the migration's
 duration (boundary of its first step to the batch in which its last move was verified),
 and a latency timeline PNG.
 
@@ -131,7 +131,7 @@ def run_migration_bench(
             last_move = max(o.verified_in_batch or first for o in migration.outcomes.values())
             workload.wait_for_batch(last_move + 3)
             time.sleep(6)  # one maintenance round: the executors drop the bins they left
-            window = _durations(query, first, last_move + 1)
+            window = _durations(query, first, last_move)  # the batches that ran moved bins
             context = _durations(query, first - 3, last_move + 3)
             timelines[strategy] = context
             results[strategy] = {
