@@ -140,6 +140,17 @@ class TrialRunner:
         time.sleep(random.uniform(0.1, 0.7) * last_ms / 1000.0)
         return last_ms
 
+    def _wait_for_drain(self, timeout_s: float = 90.0) -> None:
+        """Until the cheap model has worked the backlog off (a short batch), so that every
+        trial's surge grows from the same short batches."""
+        deadline = time.monotonic() + timeout_s
+        seen = len(self.runtime.progress)
+        short_ms = max(self.surge_batch_s * 1000 / 3, 2.0 * self.sizing.trigger_ms)
+        while time.monotonic() < deadline:
+            if len(self.runtime.progress) > seen and self._last_batch_ms() <= short_ms:
+                return
+            time.sleep(0.05)
+
     def trial(self, scheduler: str, after_s: float) -> Trial:
         before_ms = self.wait_for_long_batches()
         spec = swap_model().spec.to_manifest()
@@ -154,6 +165,7 @@ class TrialRunner:
         completed = time.time()
         self.events.append((scheduler, requested, completed))
         time.sleep(after_s)  # the cheap model at work: the "after" latency
+        self._wait_for_drain()
         back = self.agent.submit({"name": "swap-back", "spec": swap_back(self.sizing)})
         self.agent.wait(back["id"])
         return self._result(scheduler, plan, requested, completed, before_ms)
