@@ -33,11 +33,19 @@ class Sizing:
     max_records_per_arrow_batch: int = 16
     overhead_rounds: int = 2  # control-channel measurement: (none, 100/s) phase pairs
     overhead_batches_per_phase: int = 5
+    drain_batches: int = 3  # at most this many cheap batches between a trial and the swap back
 
 
 DEMO = Sizing()
 SMOKE = Sizing(
-    rows_per_second=60, work=2000, customers=16, overhead_rounds=1, overhead_batches_per_phase=2
+    rows_per_second=40,
+    bins=2,
+    customers=8,
+    merchants=4,
+    work=2000,
+    overhead_rounds=1,
+    overhead_batches_per_phase=2,
+    drain_batches=1,
 )
 
 

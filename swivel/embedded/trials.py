@@ -140,14 +140,15 @@ class TrialRunner:
         time.sleep(random.uniform(0.1, 0.7) * last_ms / 1000.0)
         return last_ms
 
-    def _wait_for_drain(self, timeout_s: float = 90.0) -> None:
-        """Until the cheap model has worked the backlog off (a short batch), so that every
-        trial's surge grows from the same short batches."""
+    def _wait_for_drain(self, timeout_s: float = 60.0) -> None:
+        """Until the cheap model has worked the backlog off (a short batch, or a few batches
+        on a slow machine), so that every trial's surge grows from similar batches."""
         deadline = time.monotonic() + timeout_s
         seen = len(self.runtime.progress)
-        short_ms = max(self.surge_batch_s * 1000 / 3, 2.0 * self.sizing.trigger_ms)
+        short_ms = max(self.surge_batch_s * 1000 / 2, 2.0 * self.sizing.trigger_ms)
         while time.monotonic() < deadline:
-            if len(self.runtime.progress) > seen and self._last_batch_ms() <= short_ms:
+            done = len(self.runtime.progress) - seen
+            if done >= self.sizing.drain_batches or (done and self._last_batch_ms() <= short_ms):
                 return
             time.sleep(0.05)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
 
 def test_bench_prints_the_contract(tmp_path: Path) -> None:
@@ -17,7 +17,7 @@ def test_bench_prints_the_contract(tmp_path: Path) -> None:
         [sys.executable, "-m", "swivel", "bench", "reconfiguration", "--output", "json",
          "--trials", "1", "--size", "smoke", "--surge-batch-s", "1.5", "--after-s", "0.5",
          "--workdir", str(tmp_path)],
-        check=False, capture_output=True, text=True, timeout=300,
+        check=False, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
