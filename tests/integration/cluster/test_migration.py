@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from swivel.controllers.assignments import bins_by_executor
+from swivel.controllers.flux import LoadBalancePolicy
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.policies import run_round
@@ -119,7 +120,13 @@ def test_policy_round_moves_hot_bin_off_busiest(cluster_spark: Any, tmp_path: Pa
     ):
         workload.wait_for_batch(6)
         before = mover.current_assignment()
-        result = run_round(mover, "rebalance", last_batches=4, checkpoint=workload.checkpoint)
+        # A low threshold: what is tested is that the round finds and moves the hot bin;
+        # the default threshold's judgement of "imbalanced enough" is a unit test's job,
+        # and a loaded CI machine flattens measured utilisation.
+        balance = LoadBalancePolicy(imbalance_threshold=1.02)
+        result = run_round(
+            mover, "rebalance", last_batches=4, checkpoint=workload.checkpoint, balance=balance
+        )
         busy = {e: s.busy_s for e, s in result.snapshot.executors.items()}
         busiest = max(busy, key=lambda e: busy[e])
         assert busiest == before[hot_bin], (busy, before)

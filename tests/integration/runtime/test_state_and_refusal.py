@@ -60,8 +60,10 @@ def test_a_state_transform_is_applied_once_per_key_across_a_replayed_batch(
         )
         publish(feed_path, after)
         runtime.start()
+        # The failing batch is the first that sees the new snapshot; on a loaded machine
+        # that can be a few batches after the restart, so allow several.
         with pytest.raises(RuntimeError, match="failing once on purpose"):
-            runtime.wait_for_batches(runtime.batches_completed() + 2)
+            runtime.wait_for_batches(runtime.batches_completed() + 8)
         assert not marker.exists()
         runtime.start()  # from the checkpoint: the failed batch is replayed
         runtime.wait_for_batches(runtime.batches_completed() + 2)
