@@ -17,7 +17,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv and install swivel with its dev tools
 
-demo: $(STAMP) ## Run the main example (a dry-run plan of the fraud-detection reconfiguration)
+demo: $(STAMP) ## Run the main job: the fraud-detection demo on local Spark (3-5 minutes)
+	$(BIN)/swivel demo
+
+plan: $(STAMP) ## Dry-run plans of the example reconfigurations (no Spark)
 	$(BIN)/swivel plan examples/fraud-detection/reconfiguration.yaml --job examples/fraud-detection/streamjob.yaml
 	$(BIN)/swivel plan examples/fraud-detection/rescale.yaml --job examples/fraud-detection/streamjob.yaml
 
@@ -47,4 +50,4 @@ bench: $(STAMP) ## Planner benchmark (MCS time for 100 / 1k / 10k operators)
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
 
-.PHONY: help setup demo lint unit test chart crds bench clean
+.PHONY: help setup demo plan lint unit test chart crds bench clean
