@@ -33,6 +33,7 @@ from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
 from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.joblabels import missing_job_label, reconfigurations_of
 from swivel.operator.phases import FINAL, WAITING, Phase, Reason
 from swivel.operator.reconciling import (
     Decision,
@@ -116,6 +117,9 @@ async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
             problems = "; ".join(str(p) for p in problems_from(error, "spec"))
             await current.decide(Decision(Phase.FAILED, Reason.INVALID, problems))
             return
+        label = missing_job_label(current.obj, spec.job_ref.name)
+        if label is not None:  # before any sibling listing, so queueing sees this object
+            current.obj = await ctx.cluster.patch(current.ref, label)
         job_body = await ctx.cluster.get(
             Ref(CRD_VERSION, "StreamJob", namespace, spec.job_ref.name)
         )
@@ -149,10 +153,7 @@ def _parse_job(body: Mapping[str, Any] | None) -> StreamJob | SpecError | None:
 
 
 async def _siblings(ctx: OperatorContext, namespace: str, job: str) -> list[Sibling]:
-    items = await ctx.cluster.list(Ref(CRD_VERSION, "Reconfiguration", namespace))
-    return [
-        Sibling.of(i) for i in items if (i.get("spec") or {}).get("jobRef", {}).get("name") == job
-    ]
+    return [Sibling.of(i) for i in await reconfigurations_of(ctx, namespace, job)]
 
 
 async def _admit(

@@ -35,6 +35,7 @@ from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.healthchecks import JobObservation, next_status
+from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.rendering import (
     RESTART_HASH_ANNOTATION,
     Names,
@@ -227,11 +228,7 @@ async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
 
 async def active_reconfiguration(ctx: OperatorContext, namespace: str, job: str) -> str | None:
     active = {ReconfigurationPhase.PLANNED.value, ReconfigurationPhase.APPLYING.value}
-    for item in await ctx.cluster.list(
-        Ref(f"{API_GROUP}/{API_VERSION}", "Reconfiguration", namespace)
-    ):
-        if (item.get("spec") or {}).get("jobRef", {}).get("name") != job:
-            continue
+    for item in await reconfigurations_of(ctx, namespace, job):
         phase = (item.get("status") or {}).get("phase")
         if phase in active:
             return f"{item['metadata']['name']} ({phase})"

@@ -47,6 +47,8 @@ def test_a_reconfiguration_is_planned_applied_and_completed(harness: Harness) ->
         5,
         "lastReconfiguration on the job",
     )
+    # Labelled with its job, so queueing lists only this job's Reconfigurations.
+    assert done["metadata"]["labels"]["swivel.dev/job"] == "fraud-detection"
     assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
     assert job["status"]["lastReconfiguration"]["kind"] == "live-control"
     assert job["status"]["liveGeneration"] == 2
