@@ -35,8 +35,11 @@ lint: $(STAMP) ## ruff, mypy, import layers, CRD drift
 unit: $(STAMP) ## Unit tests only (seconds)
 	$(BIN)/pytest tests/unit -q
 
-test: lint ## Everything CI runs: lint, then all tests
-	$(BIN)/pytest -q
+test: lint ## Everything CI runs: lint, then all tests but the ones marked unstable
+	$(BIN)/pytest -q -m "not unstable"
+
+test-unstable: $(STAMP) ## The tests that failed intermittently in CI (tracked in the issue notes)
+	$(BIN)/pytest -q -m unstable
 
 chart: $(STAMP) ## Render, lint and validate the Helm chart (real Helm via helm-python-sdk)
 	$(BIN)/pytest tests/chart -q
@@ -50,4 +53,4 @@ bench: $(STAMP) ## Planner benchmark (MCS time for 100 / 1k / 10k operators)
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
 
-.PHONY: help setup demo plan lint unit test chart crds bench clean
+.PHONY: help setup demo plan lint unit test test-unstable chart crds bench clean

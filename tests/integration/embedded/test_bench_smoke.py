@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
+# Unstable: ~150 s on a quiet machine, but a clean-clone CI run hit the 400 s limit.
+pytestmark = [pytest.mark.spark, pytest.mark.unstable, pytest.mark.timeout(420)]
 
 
 def test_bench_prints_the_contract(tmp_path: Path) -> None:

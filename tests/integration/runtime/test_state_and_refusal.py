@@ -37,6 +37,11 @@ def counting_job() -> StreamJobSpec:
     )
 
 
+# Unstable: passes alone and with its folder (90 s), but in 2 of 3 clean-clone CI runs of
+# the whole suite the failing batch never failed ("DID NOT RAISE"). Suspect: state shared
+# across the suite's sessions (SparkSession.builder keeps options from the cluster tests'
+# session). Tracked in the issue note.
+@pytest.mark.unstable
 def test_a_state_transform_is_applied_once_per_key_across_a_replayed_batch(
     spark, tmp_path: Path
 ) -> None:
