@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swivel.controllers.graph import Cardinality, Dataflow, Operator
+from swivel.controllers.graph import Dataflow, Operator
 from swivel.controllers.mcs import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,
@@ -24,35 +24,14 @@ from swivel.controllers.mcs import (
     minimal_covering_subdag,
     plan_mcs,
 )
-
-# --- building blocks ---------------------------------------------------------------------
-
-
-def one_to_many(name: str, **flags: bool) -> Operator:
-    return Operator(name, Cardinality.ONE_TO_MANY, **flags)
-
-
-def replicate(name: str) -> Operator:
-    """Fig. 9's Replicate: one-to-many, but one tuple per out-edge."""
-    return one_to_many(name, at_most_one_per_edge=True)
-
-
-def unique(name: str) -> Operator:
-    """Fig. 10's self-join on the primary key: at most one output per source record."""
-    return Operator(name, unique_per_record=True)
-
-
-def blocking(name: str) -> Operator:
-    return Operator(name, blocking=True)
-
-
-def chain(*names: str) -> list[tuple[str, str]]:
-    return list(itertools.pairwise(names))
-
-
-def components(plan: McsPlan) -> list[set[str]]:
-    return [set(c.operators) for c in plan.components]
-
+from tests.unit.controllers.mcs_building import (
+    blocking,
+    chain,
+    components,
+    one_to_many,
+    replicate,
+    unique,
+)
 
 # --- where the rules needed a guard to stay serializable ---------------------------------
 
