@@ -18,6 +18,7 @@ from aiohttp import web
 
 from swivel.jobs.agent.auth import Handler, bearer_auth
 from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.loads import LoadsRejected
 from swivel.jobs.agent.submissions import PlanRejected
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
@@ -44,6 +45,8 @@ async def bad_request_as_json(request: web.Request, handler: Handler) -> web.Str
         return _errors(400, [{"field": error.field, "reason": error.reason}])
     except PlanRejected as error:
         return web.json_response(error.to_json(), status=error.status)
+    except LoadsRejected as error:
+        return _errors(400, [{"field": p.field, "reason": p.reason} for p in error.problems])
 
 
 def _int_query(request: web.Request, name: str, default: int) -> int:
@@ -145,6 +148,19 @@ async def driver_migration(request: web.Request) -> web.Response:
     return web.json_response({"received": 1}, status=202)
 
 
+async def driver_loads(request: web.Request) -> web.Response:
+    request.app[HUB_KEY].record_loads(await _json_body(request))
+    return web.json_response({"received": 1}, status=202)
+
+
+async def loads(request: web.Request) -> web.Response:
+    document = request.app[HUB_KEY].loads()
+    if document is None:
+        reason = "the driver has not reported loads since it started or bins last moved"
+        return _errors(404, [{"field": "loads", "reason": reason}])
+    return web.json_response(document)
+
+
 async def driver_actions(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     since = _int_query(request, "since", 0)
@@ -195,6 +211,8 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any]], ...] = (
     ("POST", "/v1/driver/progress", driver_progress),
     ("GET", "/v1/driver/actions", driver_actions),
     ("POST", "/v1/driver/migration", driver_migration),
+    ("POST", "/v1/driver/loads", driver_loads),
+    ("GET", "/v1/loads", loads),
     ("POST", "/v1/plans", submit_plan),
     ("GET", "/v1/plans/{plan_id}", get_plan),
     ("GET", "/v1/config", config),

@@ -94,6 +94,15 @@ class AgentClient:
     async def get_topology(self) -> dict[str, Any]:
         return await self._request("GET", "/v1/topology")
 
+    async def get_loads(self) -> dict[str, Any] | None:
+        """The driver's latest load measurement (`GET /v1/loads`), None while there is none."""
+        try:
+            return await self._request("GET", "/v1/loads")
+        except AgentRejected as error:
+            if error.status == 404:
+                return None
+            raise
+
     async def wait_for_completion(
         self,
         plan_id: str,

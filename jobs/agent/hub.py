@@ -22,6 +22,7 @@ from typing import Any
 from swivel.api.errors import FieldProblem
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
+from swivel.jobs.agent.loads import parse_loads
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
 from swivel.jobs.agent.store import DurableState, StateStore
@@ -75,6 +76,8 @@ class Hub:
         self._last_started: int | None = None
         self._last_completed: int | None = None
         self._retire_after_batch: int | None = None
+        self._loads: dict[str, Any] | None = None  # the driver's latest measurement
+        self._loads_received_at: float | None = None
         self._state = (store.load() if store else None) or self._fresh_state()
         self._snapshot_changed = asyncio.Event()
         self._actions_changed = asyncio.Event()
@@ -233,6 +236,7 @@ class Hub:
         migration = driver_action(plan_id, record.spec)  # rescale / moves (docs/migration.md)
         if migration is not None:
             self._add_action(migration)
+            self._forget_loads()  # measured on a placement that is about to change
         self._save()  # durable: from here on an agent restart resumes this plan
         state.plans[plan_id] = record = plans.move(record, PlanPhase.APPLYING)
         self._publish()
@@ -292,6 +296,7 @@ class Hub:
                     version=int(ack["version"]),
                     at=at,
                     batch_id=None if batch is None else int(batch),
+                    kind=str(ack.get("kind") or "processed"),
                 )
         if record is not None and record is not before:
             self._state.plans[record.id] = record
@@ -368,6 +373,8 @@ class Hub:
             return
         record = replace(record, migration=dict(report))
         self._state.plans[record.id] = record
+        if report.get("phase") in ("Completed", "Failed"):
+            self._forget_loads()  # anything measured meanwhile saw a placement in motion
         if report.get("phase") == "Failed":
             message = str(report.get("message") or "the bin migration failed")
             failed = plans.move(
@@ -386,6 +393,26 @@ class Hub:
             self._state.plans[record.id] = record
         self._save()
         self.check_plan()
+
+    # -- loads for the policies (docs/control-protocol.md, "Loads") --------------------------
+
+    def record_loads(self, body: Any) -> None:
+        """The driver's latest load measurement; LoadsRejected (400) when malformed."""
+        loads = parse_loads(body, self.job.dataflow.bins)
+        self._loads, self._loads_received_at = loads, self._clock()
+        self.metrics.record_loads(loads)
+
+    def loads(self) -> dict[str, Any] | None:
+        """The latest measurement with `receivedAt` and `ageSeconds`, None before any (or
+        after bins moved: a measurement of the old placement would mislead a policy)."""
+        if self._loads is None or self._loads_received_at is None:
+            return None
+        age = max(0.0, self._clock() - self._loads_received_at)
+        return {**self._loads, "receivedAt": self._loads_received_at, "ageSeconds": age}
+
+    def _forget_loads(self) -> None:
+        self._loads = self._loads_received_at = None
+        self.metrics.clear_loads()
 
     def _first_untouched_batch(self) -> int:
         """The first batch id surely not yet running (epoch's applyFromBatch).

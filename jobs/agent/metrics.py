@@ -6,6 +6,8 @@ process and keeps the exposition free of unrelated collectors.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -55,6 +57,89 @@ class AgentMetrics:
             ["event"],
             registry=self.registry,
         )
+
+        # The driver's latest load measurement (POST /v1/driver/loads), for the bin policies.
+        self.bin_records = Gauge(
+            "swivel_bin_records",
+            "Records a bin's task processed over the measured batches.",
+            ["bin", "executor"],
+            registry=self.registry,
+        )
+        self.bin_state_rows = Gauge(
+            "swivel_bin_state_rows", "State rows held by a bin.", ["bin", "executor"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.bin_state_bytes = Gauge(
+            "swivel_bin_state_bytes", "Estimated state bytes held by a bin.", ["bin", "executor"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.executor_busy = Gauge(
+            "swivel_executor_busy_fraction",
+            "Busy time of an executor over the measured window (per core), 0..1.",
+            ["executor"],
+            registry=self.registry,
+        )
+        self.executor_busy_seconds = Gauge(
+            "swivel_executor_busy_seconds", "Busy seconds of an executor over the window.",
+            ["executor"], registry=self.registry,
+        )  # fmt: skip
+        self.executor_state_bytes = Gauge(
+            "swivel_executor_state_bytes", "State bytes of the bins an executor serves.",
+            ["executor"], registry=self.registry,
+        )  # fmt: skip
+        self.executor_memory = Gauge(
+            "swivel_executor_memory_used_bytes", "JVM storage memory used by an executor.",
+            ["executor"], registry=self.registry,
+        )  # fmt: skip
+        self.loads_measured_at = Gauge(
+            "swivel_loads_measured_timestamp_seconds",
+            "When the driver measured the loads served at /v1/loads (epoch seconds).",
+            registry=self.registry,
+        )
+        self.coordination_interval = Gauge(
+            "swivel_coordination_interval_seconds",
+            "The driver's coordination interval (seconds between two load measurements).",
+            registry=self.registry,
+        )
+        self.loads_reports = Counter(
+            "swivel_driver_loads", "Load measurements reported by the driver.",
+            registry=self.registry,
+        )  # fmt: skip
+
+    def record_loads(self, loads: dict[str, Any]) -> None:
+        """Replace the load gauges with one measurement (executors and bins that left go)."""
+        self.loads_reports.inc()
+        for gauge in (
+            self.bin_records, self.bin_state_rows, self.bin_state_bytes, self.executor_busy,
+            self.executor_busy_seconds, self.executor_state_bytes, self.executor_memory,
+        ):  # fmt: skip
+            gauge.clear()
+        for b in loads.get("bins", ()):
+            labels = (str(b["bin"]), str(b["executor"]))
+            self.bin_records.labels(*labels).set(b.get("records", 0))
+            self.bin_state_rows.labels(*labels).set(b.get("stateRows", 0))
+            self.bin_state_bytes.labels(*labels).set(b.get("stateBytes", 0))
+        for e in loads.get("executors", ()):
+            executor = str(e["executor"])
+            window = float(e.get("windowSeconds") or 0.0)
+            busy = float(e.get("busySeconds") or 0.0)
+            fraction = e.get("busyFraction", min(1.0, busy / window) if window else 0.0)
+            self.executor_busy.labels(executor).set(fraction)
+            self.executor_busy_seconds.labels(executor).set(busy)
+            self.executor_state_bytes.labels(executor).set(e.get("memoryBytes", 0))
+            self.executor_memory.labels(executor).set(e.get("jvmMemoryUsedBytes", 0))
+        if loads.get("measuredAt"):
+            self.loads_measured_at.set(float(loads["measuredAt"]))
+        if loads.get("coordinationIntervalSeconds"):
+            self.coordination_interval.set(float(loads["coordinationIntervalSeconds"]))
+
+    def clear_loads(self) -> None:
+        """Bins moved: the per-bin and per-executor gauges describe a placement that is gone."""
+        for gauge in (
+            self.bin_records, self.bin_state_rows, self.bin_state_bytes, self.executor_busy,
+            self.executor_busy_seconds, self.executor_state_bytes, self.executor_memory,
+        ):  # fmt: skip
+            gauge.clear()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,7 +7,9 @@
   busy, state bytes held (its bins), JVM storage memory from the REST executors endpoint.
 
 `collect_loads` turns them into Flux's `ExecutorLoad` / `BinLoad`; `to_prometheus` renders
-them in the Prometheus text format (the agent serves it beside its own metrics).
+them in the Prometheus text format; `loads_document` is the wire form the driver posts to
+the agent (`POST /v1/driver/loads`), which serves it at `GET /v1/loads` and as gauges in
+its `/metrics` (docs/control-protocol.md, "Loads").
 """
 
 from __future__ import annotations
@@ -182,3 +184,56 @@ def placement_gauges(assignment: Mapping[int, str]) -> dict[str, int]:
     for executor in assignment.values():
         counts[executor] = counts.get(executor, 0) + 1
     return counts
+
+
+def loads_document(
+    snapshot: LoadSnapshot,
+    *,
+    measured_at: float,
+    coordination_s: float = 0.0,
+    processing_s: float = 0.0,
+    interval_s: float | None = None,
+    memory_limit_bytes: int | None = None,
+) -> dict[str, Any]:
+    """The body of `POST /v1/driver/loads`: one collection phase, camelCase.
+
+    `coordination_s` / `processing_s` are Drizzle's inputs over the same period (time the
+    driver spent coordinating - measuring, stepping migrations at boundaries - and time
+    the batches took); `interval_s` is the coordination interval in force."""
+    window = snapshot.window_s
+    executors = []
+    for e in snapshot.executors.values():
+        entry: dict[str, Any] = {
+            "executor": e.executor,
+            "busySeconds": round(min(e.busy_s, window) if window else e.busy_s, 6),
+            "windowSeconds": round(window, 6),
+            "busyFraction": round(min(1.0, e.busy_s / window) if window else 0.0, 6),
+            "memoryBytes": e.state_bytes,
+            "jvmMemoryUsedBytes": e.jvm_memory_used,
+            "jvmMemoryMaxBytes": e.jvm_memory_max,
+            "cores": e.cores,
+        }
+        if memory_limit_bytes is not None:
+            entry["memoryLimitBytes"] = memory_limit_bytes
+        executors.append(entry)
+    bins = [
+        {
+            "bin": b.bin,
+            "executor": b.executor,
+            "records": b.records,
+            "taskMs": round(b.task_ms, 3),
+            "stateRows": b.state_rows,
+            "stateBytes": b.state_bytes,
+        }
+        for b in sorted(snapshot.bins.values(), key=lambda b: b.bin)
+    ]
+    return {
+        "measuredAt": measured_at,
+        "batches": list(snapshot.batches),
+        "windowSeconds": round(window, 6),
+        "executors": executors,
+        "bins": bins,
+        "coordinationSeconds": round(coordination_s, 6),
+        "processingSeconds": round(processing_s, 6),
+        "coordinationIntervalSeconds": interval_s,
+    }
