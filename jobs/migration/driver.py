@@ -13,6 +13,16 @@ Listener boundaries arrive just after a batch ends; with a processing-time trigg
 batch has usually not been scheduled yet, otherwise a move lands one batch late (or the
 verifier sees it run elsewhere and re-points it). A `foreachBatch` sink should call
 `BinMover.wrap` instead, which is exact.
+
+Loads for the policies: after batches, at most once per *coordination interval* (Drizzle's:
+seconds between two load measurements, apart from the trigger interval), a third thread
+measures the last batches (`metrics.measure`: per-bin records and state, per-executor busy
+time and memory) and posts them to `POST /v1/driver/loads`, with the time spent
+coordinating (measuring, boundary hooks) and processing (batch durations) since the last
+report, which the operator's AIMD timer turns into the next interval. Never while a
+migration runs (its placement is in motion). A `set-coordination` action (an accepted
+Reconfiguration with `coordination.intervalSeconds`) changes the interval; the driver
+confirms it with `POST /v1/driver/coordination`.
 """
 
 from __future__ import annotations
@@ -27,6 +37,11 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from swivel.jobs.migration.actions import MigrationActions
 from swivel.jobs.migration.executor import BinMover
+from swivel.jobs.migration.metrics import LoadSnapshot, loads_document, measure
+
+DEFAULT_COORDINATION_INTERVAL_S = 30.0
+COORDINATION_ACTION = "set-coordination"
+Measure = Callable[..., LoadSnapshot]
 
 
 class _Boundaries(StreamingQueryListener):
@@ -37,7 +52,13 @@ class _Boundaries(StreamingQueryListener):
         return None
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        self.driver.on_batch_completed(int(event.progress.batchId), str(event.progress.runId))
+        progress = event.progress
+        duration = (progress.durationMs or {}).get("triggerExecution")
+        self.driver.on_batch_completed(
+            int(progress.batchId),
+            str(progress.runId),
+            None if duration is None else float(duration),
+        )
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         return None
@@ -54,15 +75,32 @@ class MigrationDriver:
         query: Callable[[], Any],
         agent: Any = None,  # swivel.jobs.runtime.driver.AgentDriverChannel
         mover: BinMover | None = None,
+        *,
+        checkpoint: str | None = None,
+        coordination_interval_s: float = DEFAULT_COORDINATION_INTERVAL_S,
+        last_batches: int = 5,
+        memory_limit_bytes: int | None = None,
+        measure_loads: Measure = measure,
     ) -> None:
         self.spark = spark
         self.query = query
         self.agent = agent
         self.mover = mover or BinMover(spark, bins)
         self.actions = MigrationActions(self.mover, self._report)
+        self.checkpoint = checkpoint  # with it, loads include state rows/bytes per bin
+        self.coordination_interval_s = coordination_interval_s
+        self.last_batches = last_batches
+        self.memory_limit_bytes = memory_limit_bytes
+        self.latest_loads: dict[str, Any] | None = None
+        self._measure = measure_loads
         self._listener: _Boundaries | None = None
         self._stopping = threading.Event()
-        self._warned = False
+        self._batch_done = threading.Event()
+        self._lock = threading.Lock()
+        self._coordination_s = 0.0  # since the last loads report (Drizzle's numerator)
+        self._processing_s = 0.0
+        self._last_measured: float | None = None  # monotonic
+        self._warned: set[str] = set()
 
     def start(self) -> MigrationDriver:
         self._listener = _Boundaries(self)
@@ -71,15 +109,25 @@ class MigrationDriver:
             threading.Thread(
                 target=self._follow, daemon=True, name="swivel-migration-actions"
             ).start()
+            threading.Thread(target=self._measure_loop, daemon=True, name="swivel-loads").start()
         return self
 
-    def on_batch_completed(self, batch_id: int, run_id: str) -> None:
+    def on_batch_completed(
+        self, batch_id: int, run_id: str, duration_ms: float | None = None
+    ) -> None:
         query = self.query()
         if query is None or str(query.runId) != run_id:
             return
+        started = time.monotonic()
         if self.mover.query is not query:
             self.mover.attach(query)  # first batch, or the runtime restarted the query
         self.mover.boundary(batch_id)
+        with self._lock:
+            self._coordination_s += time.monotonic() - started
+            self._processing_s += (duration_ms or 0.0) / 1000.0
+        self._batch_done.set()
+
+    # -- actions from the agent -----------------------------------------------------------
 
     def _follow(self) -> None:
         seq = 0
@@ -91,23 +139,102 @@ class MigrationDriver:
                 continue
             for action in actions:
                 seq = max(seq, int(action.get("seq", seq + 1)))
-                self.actions.handle(action)
+                self.handle(action)
+
+    def handle(self, action: dict[str, Any]) -> bool:
+        """Carry out one driver action (False: not one of ours, e.g. `restart`)."""
+        if action.get("action") == COORDINATION_ACTION:
+            self.set_coordination_interval(
+                float(action["intervalSeconds"]), plan_id=action.get("planId")
+            )
+            return True
+        return self.actions.handle(action)
+
+    def set_coordination_interval(self, interval_s: float, plan_id: str | None = None) -> None:
+        """From now on measure loads at most every `interval_s` seconds; confirm to the agent."""
+        if not interval_s > 0:
+            raise ValueError("the coordination interval must be positive")
+        self.coordination_interval_s = float(interval_s)
+        self._post(
+            "/v1/driver/coordination",
+            {"planId": plan_id, "intervalSeconds": self.coordination_interval_s,
+             "appliedAt": time.time()},
+        )  # fmt: skip
+
+    # -- loads for the policies -----------------------------------------------------------
+
+    def _measure_loop(self) -> None:
+        while not self._stopping.is_set():
+            if not self._batch_done.wait(1.0) or self._stopping.is_set():
+                continue
+            remaining = self._remaining_s()
+            if remaining > 0:  # a batch ended, but the interval has not passed yet
+                self._stopping.wait(min(remaining, 1.0))
+                continue
+            self._batch_done.clear()
+            try:
+                self.measure_loads()
+            except Exception as error:  # e.g. the Spark UI is off: say so once, keep running
+                self._warn("loads", f"measuring loads failed: {error}")
+
+    def _remaining_s(self) -> float:
+        last = self._last_measured
+        return 0.0 if last is None else last + self.coordination_interval_s - time.monotonic()
+
+    def _migrating(self) -> bool:
+        return getattr(self.mover, "_active", None) is not None or bool(
+            getattr(self.mover, "_queue", None)
+        )
+
+    def measure_loads(self) -> dict[str, Any] | None:
+        """Measure the last batches and post them (None: no batch yet, or bins in motion)."""
+        query, newest = self.mover.query, self.mover.last_boundary
+        if query is None or newest is None or self._migrating():
+            return None
+        started = time.monotonic()
+        batches = range(max(0, newest - self.last_batches + 1), newest + 1)
+        snapshot = self._measure(
+            self.mover.internals, query, self.mover.bins, batches, checkpoint=self.checkpoint
+        )
+        finished = time.monotonic()
+        with self._lock:
+            coordination = self._coordination_s + (finished - started)
+            processing = self._processing_s
+            self._coordination_s = self._processing_s = 0.0
+        self._last_measured = finished
+        document = loads_document(
+            snapshot,
+            measured_at=time.time(),
+            coordination_s=coordination,
+            processing_s=processing,
+            interval_s=self.coordination_interval_s,
+            memory_limit_bytes=self.memory_limit_bytes,
+        )
+        self.latest_loads = document
+        self._post("/v1/driver/loads", document)
+        return document
+
+    # -- reports --------------------------------------------------------------------------
 
     def _report(self, body: dict[str, Any]) -> None:
+        self._post("/v1/driver/migration", body)
+
+    def _post(self, path: str, body: dict[str, Any]) -> None:
         if self.agent is None:
             return
         try:
-            self.agent._request("POST", "/v1/driver/migration", body)
+            self.agent._request("POST", path, body)
         except OSError as error:
-            if not self._warned:
-                print(
-                    f"swivel: migration progress not accepted by the agent: {error}",
-                    file=sys.stderr,
-                )
-                self._warned = True
+            self._warn(path, f"{path} not accepted by the agent: {error}")
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            print(f"swivel: {message}", file=sys.stderr)
+            self._warned.add(key)
 
     def stop(self) -> None:
         self._stopping.set()
+        self._batch_done.set()
         if self._listener is not None:
             self.spark.streams.removeListener(self._listener)
             self._listener = None
