@@ -153,6 +153,20 @@ async def driver_loads(request: web.Request) -> web.Response:
     return web.json_response({"received": 1}, status=202)
 
 
+async def driver_coordination(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise BadRequestError("body", "expected a JSON object")
+    interval = body.get("intervalSeconds")
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+        raise BadRequestError("intervalSeconds", "required: a positive number")
+    plan_id = body.get("planId")
+    if plan_id is not None and not isinstance(plan_id, str):
+        raise BadRequestError("planId", "a plan id or null")
+    request.app[HUB_KEY].record_coordination(body)
+    return web.json_response({"received": 1}, status=202)
+
+
 async def loads(request: web.Request) -> web.Response:
     document = request.app[HUB_KEY].loads()
     if document is None:
@@ -212,6 +226,7 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any]], ...] = (
     ("GET", "/v1/driver/actions", driver_actions),
     ("POST", "/v1/driver/migration", driver_migration),
     ("POST", "/v1/driver/loads", driver_loads),
+    ("POST", "/v1/driver/coordination", driver_coordination),
     ("GET", "/v1/loads", loads),
     ("POST", "/v1/plans", submit_plan),
     ("GET", "/v1/plans/{plan_id}", get_plan),

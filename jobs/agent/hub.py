@@ -39,6 +39,8 @@ from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.migration.actions import driver_action
 
+COORDINATION_ACTION = "set-coordination"  # handled by MigrationDriver (jobs/migration/driver.py)
+
 
 @dataclass
 class Worker:
@@ -237,6 +239,11 @@ class Hub:
         if migration is not None:
             self._add_action(migration)
             self._forget_loads()  # measured on a placement that is about to change
+        if submission.spec.coordination is not None:
+            interval = submission.spec.coordination.interval_seconds
+            self._add_action(
+                {"action": COORDINATION_ACTION, "planId": plan_id, "intervalSeconds": interval}
+            )
         self._save()  # durable: from here on an agent restart resumes this plan
         state.plans[plan_id] = record = plans.move(record, PlanPhase.APPLYING)
         self._publish()
@@ -413,6 +420,26 @@ class Hub:
     def _forget_loads(self) -> None:
         self._loads = self._loads_received_at = None
         self.metrics.clear_loads()
+
+    def record_coordination(self, report: Mapping[str, Any]) -> None:
+        """The driver applied a coordination interval (POST /v1/driver/coordination)."""
+        interval = float(report["intervalSeconds"])
+        self.metrics.coordination_interval.set(interval)
+        record = self.plan(str(report.get("planId") or ""))
+        if record is None or record.phase is not PlanPhase.APPLYING:
+            return
+        now = self._clock()
+        timings = record.timings
+        if not record.targets and not record.moves_bins:  # nothing else to wait for
+            timings = replace(
+                timings, first_switch_at=timings.first_switch_at or now, last_switch_at=now
+            )
+        record = replace(
+            record, coordination={"intervalSeconds": interval, "appliedAt": now}, timings=timings
+        )
+        self._state.plans[record.id] = record
+        self._save()
+        self.check_plan()
 
     def _first_untouched_batch(self) -> int:
         """The first batch id surely not yet running (epoch's applyFromBatch).

@@ -5,11 +5,20 @@
           \\--------------> Failed
 
 A plan is *Accepted* once it is durable (written under the state directory) and *Applying*
-once its snapshot is published. It *Completes* when every registered worker process that
-hosts a target operator has acknowledged the new function version (non-head operators of a
-Fries component acknowledge when they first process a record tagged with the new version)
-and every target operator has been acknowledged at least once. Delay = last switch -
-acceptance, the figure the benchmark reports.
+once its snapshot is published. A worker process switches a target operator either by
+processing records under the new version (a *processed* ack, stamped with the check that
+chose it) or, where `swivel.jobs.control.arming` allows, on receipt of the snapshot (an
+*armed* ack: a Fries non-head that picks its function by tag, or an idle head).
+
+- **delay** = acceptance -> the last switch of a live worker hosting a target: from then on
+  every record that enters the job is processed under the new versions. The benchmark's
+  figure.
+- **propagation** = acceptance -> the moment the new version had processed records at every
+  target operator (for a non-head behind a shuffle, when the upstream stage ended).
+
+It *Completes* when both hold: every live worker hosting a target switched, and every
+target operator processed records under its new version (so the batch in which the switch
+happened is known before the transition is retired).
 
 Every function here is pure: the hub decides when, these decide what.
 """
@@ -58,6 +67,7 @@ class Timings:
     first_switch_at: float | None = None
     last_switch_at: float | None = None
     completed_at: float | None = None
+    propagated_at: float | None = None
 
     def to_json(self) -> dict[str, str | None]:
         return {
@@ -65,6 +75,7 @@ class Timings:
             "acceptedAt": _iso(self.accepted_at),
             "firstSwitchAt": _iso(self.first_switch_at),
             "lastSwitchAt": _iso(self.last_switch_at),
+            "propagatedAt": _iso(self.propagated_at),
             "completedAt": _iso(self.completed_at),
         }
 
@@ -88,10 +99,12 @@ class PlanRecord:
     phase: PlanPhase = PlanPhase.ACCEPTED
     timings: Timings = Timings()
     switched: frozenset[WorkerOperator] = frozenset()
+    processed: frozenset[str] = frozenset()  # targets that ran records under the new version
     last_switch_batch: int | None = None
     message: str = ""
     migration: Mapping[str, Any] | None = None  # the driver's last bin-migration report
     idempotency_key: str | None = None  # the submitter's key: a repeat gets this plan back
+    coordination: Mapping[str, Any] | None = None  # the driver's confirmation of the interval
 
     @property
     def moves_bins(self) -> bool:
@@ -99,11 +112,23 @@ class PlanRecord:
         return bool(self.spec.get("rescale") or self.spec.get("moves"))
 
     @property
+    def sets_coordination(self) -> bool:
+        """A coordination interval: complete only once the driver confirmed it."""
+        return bool(self.spec.get("coordination"))
+
+    @property
     def delay_ms(self) -> float | None:
         t = self.timings
         if t.accepted_at is None or t.last_switch_at is None or self.phase != PlanPhase.COMPLETED:
             return None
         return max(0.0, (t.last_switch_at - t.accepted_at) * 1000.0)
+
+    @property
+    def propagation_ms(self) -> float | None:
+        t = self.timings
+        if t.accepted_at is None or t.propagated_at is None or self.phase != PlanPhase.COMPLETED:
+            return None
+        return max(0.0, (t.propagated_at - t.accepted_at) * 1000.0)
 
     def to_json(self, expected: frozenset[WorkerOperator] = frozenset()) -> dict[str, Any]:
         """The `GET /v1/plans/{id}` document; `expected` = the pairs that must switch."""
@@ -116,9 +141,11 @@ class PlanRecord:
             "plan": dict(self.plan),
             "timings": self.timings.to_json(),
             "delayMs": self.delay_ms,
+            "propagationMs": self.propagation_ms,
             "progress": progress(self, expected),
             "message": self.message,
             "migration": dict(self.migration) if self.migration else None,
+            "coordination": dict(self.coordination) if self.coordination else None,
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -140,12 +167,15 @@ class PlanRecord:
                 t.first_switch_at,
                 t.last_switch_at,
                 t.completed_at,
+                t.propagated_at,
             ],
             "switched": sorted([pid, op] for pid, op in self.switched),
+            "processed": sorted(self.processed),
             "lastSwitchBatch": self.last_switch_batch,
             "message": self.message,
             "migration": dict(self.migration) if self.migration else None,
             "idempotencyKey": self.idempotency_key,
+            "coordination": dict(self.coordination) if self.coordination else None,
         }
 
     @classmethod
@@ -162,10 +192,12 @@ class PlanRecord:
             phase=PlanPhase(data["phase"]),
             timings=Timings(*data["timings"]),
             switched=frozenset((int(pid), str(op)) for pid, op in data["switched"]),
+            processed=frozenset(data.get("processed", ())),
             last_switch_batch=data.get("lastSwitchBatch"),
             message=data.get("message", ""),
             migration=data.get("migration"),
             idempotency_key=data.get("idempotencyKey"),
+            coordination=data.get("coordination"),
         )
 
 
@@ -184,27 +216,42 @@ def record_switch(
     version: int,
     at: float,
     batch_id: int | None,
+    kind: str = "processed",
 ) -> PlanRecord:
-    """Note that worker `pid` ran `operator` at `version`; unchanged if it is not a switch."""
+    """Note that worker `pid` switched `operator` to `version` (`kind`: processed | armed);
+    unchanged if it is not a switch of this plan."""
     wanted = record.targets.get(operator)
     key = (pid, operator)
     if record.phase != PlanPhase.APPLYING or wanted is None or version < wanted:
         return record
-    if key in record.switched:
+    processed = kind != "armed"
+    if key in record.switched and (not processed or operator in record.processed):
         return record
     t = record.timings
     # Worker clocks may trail the agent's a little; a switch cannot precede acceptance.
     at = max(at, t.accepted_at or at)
-    timings = replace(
-        t,
-        first_switch_at=at if t.first_switch_at is None else min(t.first_switch_at, at),
-        last_switch_at=at if t.last_switch_at is None else max(t.last_switch_at, at),
-    )
+    timings, switched = t, record.switched
+    if key not in switched:
+        switched = switched | {key}
+        timings = replace(
+            timings,
+            first_switch_at=at if t.first_switch_at is None else min(t.first_switch_at, at),
+            last_switch_at=at if t.last_switch_at is None else max(t.last_switch_at, at),
+        )
+    reached = record.processed
+    if processed and operator not in reached:
+        reached = reached | {operator}
+        before = timings.propagated_at
+        timings = replace(timings, propagated_at=at if before is None else max(before, at))
     last_batch = record.last_switch_batch
     if batch_id is not None:
         last_batch = batch_id if last_batch is None else max(last_batch, batch_id)
     return replace(
-        record, switched=record.switched | {key}, timings=timings, last_switch_batch=last_batch
+        record,
+        switched=switched,
+        processed=reached,
+        timings=timings,
+        last_switch_batch=last_batch,
     )
 
 
@@ -220,8 +267,9 @@ def completion_due(record: PlanRecord, expected: frozenset[WorkerOperator]) -> b
         return False
     if record.moves_bins and (record.migration or {}).get("phase") != "Completed":
         return False
-    acked_operators = {op for _, op in record.switched}
-    return set(record.targets) <= acked_operators and expected <= record.switched
+    if record.sets_coordination and record.coordination is None:
+        return False
+    return set(record.targets) <= record.processed and expected <= record.switched
 
 
 def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[str, Any]:

@@ -103,6 +103,14 @@ def parse_submission(
                 "(agent started with SWIVEL_AGENT_MIGRATIONS=1, docs/migration.md)",
             )
         )
+    if spec.coordination is not None and not migrations:
+        unprocessable.append(
+            FieldProblem(
+                "spec.coordination",
+                "the coordination interval needs a driver that measures loads "
+                "(agent started with SWIVEL_AGENT_MIGRATIONS=1, docs/migration.md)",
+            )
+        )
     if unprocessable:
         raise PlanRejected(422, unprocessable)
     scheduler = override or spec.scheduler.value

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from swivel.api.base import ApiModel, Resource
+from swivel.api.base import ApiModel, Disruption, Resource
 from swivel.api.conditions import Condition
 from swivel.api.dataflow import FUNCTION_REF_PATTERN, OPERATOR_NAME_PATTERN
 from swivel.api.errors import FieldProblem, SpecError, semantic_error
@@ -69,6 +69,18 @@ class MigrationSpec(ApiModel):
     gap_batches: int = Field(default=0, ge=0, le=100, description="Quiet batches between steps.")
 
 
+class CoordinationSpec(ApiModel):
+    """Drizzle's coordination interval: seconds between two load measurements (and policy
+    rounds) on the driver, apart from the trigger (processing) interval. The driver takes it
+    at once, without moving anything (the AIMD policy sets it)."""
+
+    interval_seconds: float = Field(
+        ge=0.1,
+        le=3600.0,
+        description="Seconds between two load measurements on the driver (0.1 .. 3600).",
+    )
+
+
 class ReconfigurationSpec(ApiModel):
     job_ref: JobRef
     function_updates: list[FunctionUpdate] = Field(default_factory=list)
@@ -76,10 +88,14 @@ class ReconfigurationSpec(ApiModel):
     moves: list[BinMove] = Field(default_factory=list)
     migration: MigrationSpec = Field(default_factory=MigrationSpec)
     scheduler: Scheduler = Scheduler.FRIES
+    coordination: Annotated[CoordinationSpec | None, Disruption.LIVE_CONTROL] = Field(
+        default=None,
+        description="Drizzle's coordination interval for the driver (live: a driver action).",
+    )
 
     @model_validator(mode="after")
     def _changes_something(self) -> ReconfigurationSpec:
-        if not (self.function_updates or self.rescale or self.moves):
+        if not (self.function_updates or self.rescale or self.moves or self.coordination):
             raise semantic_error(
                 "functionUpdates",
                 "an empty reconfiguration: give functionUpdates, rescale or moves",

@@ -137,3 +137,34 @@ def test_no_measurement_while_bins_move_or_when_measuring_fails(agent: Any, call
     measure.fail = False
     assert driver.measure_loads() is not None
     assert call(agent.url + "/v1/loads")[0] == 200
+
+
+def test_a_coordination_plan_reaches_the_driver_and_completes_on_its_report(
+    start_agent: Any, call: Any
+) -> None:
+    plan = {
+        "name": "aimd",
+        "spec": {"jobRef": {"name": "fraud-detection"}, "coordination": {"intervalSeconds": 12}},
+    }
+    refused = start_agent()  # no MigrationDriver behind this agent: nobody would apply it
+    status, body, _ = call(refused.url + "/v1/plans", "POST", plan)
+    assert status == 422 and body["errors"][0]["field"] == "spec.coordination"
+    refused.stop()
+
+    agent = start_agent(migrations=True)
+    status, document, _ = call(agent.url + "/v1/plans", "POST", plan)
+    assert status == 202 and document["phase"] == "Applying"
+    _, action, _ = call(agent.url + "/v1/driver/actions?since=0&timeout=0")
+    assert action["action"] == "set-coordination" and action["intervalSeconds"] == 12
+    assert action["planId"] == document["id"]
+    measure = FakeMeasure()
+    driver, _ = _driver(agent, measure, interval_s=30.0)
+    assert driver.handle(action) is True
+    assert driver.coordination_interval_s == 12.0
+    _, done, _ = call(agent.url + f"/v1/plans/{document['id']}")
+    assert done["phase"] == "Completed"
+    assert done["coordination"]["intervalSeconds"] == 12.0 and done["delayMs"] is not None
+    _, text, _ = call(agent.url + "/metrics")
+    assert "swivel_coordination_interval_seconds 12.0" in text
+    bad = call(agent.url + "/v1/driver/coordination", "POST", {"intervalSeconds": 0})
+    assert bad[0] == 400 and bad[1]["errors"][0]["field"] == "intervalSeconds"
