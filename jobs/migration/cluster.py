@@ -6,7 +6,20 @@ for the cluster tests and the migration benchmarks.
         ...
 
 Everything runs on ephemeral ports with its work and log directories under one temporary
-folder, and `stop()` ends only the processes this object started (by pid). Sizing for a
+folder, and `stop()` ends only the processes this object started (their process groups).
+
+No orphans when the Python process goes away without `stop()`:
+
+- each daemon is started with `PR_SET_PDEATHSIG` = SIGTERM (Linux): the kernel signals the
+  JVM when the thread that started it dies, even on SIGKILL of the interpreter; the JVM's
+  shutdown hooks run (a worker kills its executors);
+- `atexit` and SIGTERM / SIGINT / SIGHUP handlers (installed from the main thread at the
+  first `start()`) stop every running cluster and then chain to the handler that was there
+  before (a default disposition is restored and the signal re-raised, so the exit status
+  still says "killed by SIGTERM").
+
+Start clusters from a long-lived thread (the main thread): the death signal follows the
+thread that forked the daemon. Sizing for a
 2-core / 24 GiB machine: each worker offers 2 cores and 4 GiB, executors take 1 core and
 1 GiB, so worker 0 hosts the first two executors.
 
@@ -19,7 +32,9 @@ target, so a killed executor is not replaced.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -27,11 +42,80 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_running: set[LocalCluster] = set()  # started, not stopped (strong: stop them at exit)
+_install_lock = threading.Lock()
+
+
+def _libc_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _libc_prctl()  # looked up before any fork: the child only calls it
+
+
+def _die_with_parent(parent: int) -> Any:
+    """A `preexec_fn`: the child gets SIGTERM when the thread that forked it dies."""
+
+    def setup() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return setup
+
+
+def stop_all() -> None:
+    """Stop every cluster started in this process and not stopped yet."""
+    for cluster in list(_running):
+        with contextlib.suppress(Exception):
+            cluster.stop(grace_s=5.0)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    stop_all()
+    previous = _previous.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # die of the signal, as without the handler
+    # SIG_IGN: it was ignored before, keep running
+
+
+_previous: dict[int, Any] = {}  # signal -> the handler before ours
+_registered: list[Any] = []
+
+
+def _install_cleanup() -> None:
+    """`atexit` + signal handlers that chain, once per process (signals: main thread only)."""
+    with _install_lock:
+        if _previous or stop_all in _registered:
+            return
+        _registered.append(stop_all)
+        atexit.register(stop_all)
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            previous = signal.getsignal(signum)
+            if previous is None or previous == signal.SIG_IGN:
+                continue  # installed from C, or ignored on purpose (nohup): leave it
+            _previous[signum] = previous
+            signal.signal(signum, _on_signal)
 
 
 def spark_home() -> Path:
@@ -53,7 +137,7 @@ class _Process:
     log: Path
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: the registry of running clusters holds it
 class LocalCluster:
     """Master + `workers` workers on 127.0.0.1; start with `start()` or as a context manager."""
 
@@ -92,6 +176,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # its own process group: stop() ends exactly it
+                preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 (prctl only)
             )
         process = _Process(name, popen, log)
         self._processes.append(process)
@@ -99,6 +184,8 @@ class LocalCluster:
 
     def start(self, initial_workers: int | None = None, timeout: float = 60.0) -> LocalCluster:
         """Start the master and `initial_workers` (default: all) workers; wait until alive."""
+        _install_cleanup()
+        _running.add(self)
         if self.root is None:
             self.root = Path(tempfile.mkdtemp(prefix="swivel-cluster-"))
             self._owns_root = True
@@ -206,19 +293,27 @@ class LocalCluster:
         internals.wait_for_executors(executors, timeout=90.0)
         return spark
 
-    def stop(self) -> None:
+    def pids(self) -> list[int]:
+        """The daemons' process ids (each leads its own process group)."""
+        return [p.popen.pid for p in self._processes]
+
+    def stop(self, grace_s: float = 15.0) -> None:
         """End the processes this cluster started (their own process groups), newest first."""
+        _running.discard(self)
         for process in reversed(self._processes):
-            if process.popen.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.popen.pid, signal.SIGTERM)
+            # the group too when its leader is gone: a worker's executors live in it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.popen.pid, signal.SIGTERM)
         for process in reversed(self._processes):
             try:
-                process.popen.wait(timeout=15)
+                process.popen.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.popen.pid, signal.SIGKILL)
                 process.popen.wait(timeout=5)
+        for process in self._processes:  # stragglers of a group whose leader is gone
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.popen.pid, signal.SIGKILL)
         self._processes.clear()
         if self._owns_root and self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
