@@ -116,8 +116,8 @@ class Registry:
     ) -> tuple[builtins.list[JsonObject], int]:
         """Matching objects (all namespaces if none given) and this snapshot's version."""
         matches = self.selector(endpoint, labels, fields)
-        items = self.store.list(endpoint.key, endpoint.scope or None)
-        return [endpoint.present(o) for o in items if matches(o)], self.store.resource_version
+        items = self.store.list(endpoint.key, endpoint.scope or None, matches)
+        return [endpoint.present(o) for o in items], self.store.resource_version
 
     def selector(
         self, endpoint: Endpoint, labels: str | None, fields: str | None

@@ -111,12 +111,20 @@ class Store:
         found = self._objects.get(key, {}).get((namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
-    def list(self, key: ResourceKey, namespace: str | None = None) -> list[JsonObject]:
+    def list(
+        self,
+        key: ResourceKey,
+        namespace: str | None = None,
+        matches: Callable[[JsonObject], bool] | None = None,
+    ) -> list[JsonObject]:
+        """Copies of the objects of a kind (in a namespace) that `matches` accepts; it sees
+        the stored objects, so only what is returned is copied (a label selector over many
+        objects costs a scan, not a deep copy of each)."""
         bucket = self._objects.get(key, {})
         return [
             copy.deepcopy(obj)
             for (ns, _), obj in sorted(bucket.items())
-            if namespace is None or ns == namespace
+            if (namespace is None or ns == namespace) and (matches is None or matches(obj))
         ]
 
     def count(self, key: ResourceKey, namespace: str | None = None) -> int:
