@@ -112,8 +112,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 class Processes:
     """The sandbox and the operator as subprocesses of this one, stopped in reverse order."""
 
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: Path, *, profile: str = "") -> None:
+        self.workdir, self.profile = workdir, profile
         self.network_file = workdir / "network.json"
         self.kubeconfig = workdir / "kubeconfig"
         self.operator_log = workdir / "operator.log"
@@ -122,6 +122,11 @@ class Processes:
         self.url = ""
 
     def _spawn(self, argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        if self.profile:  # python -m M ... -> python -m swivel.sandbox.sampling ... -- -m M ...
+            trace = ["--trace"] if self.profile == "trace" else []
+            out = log.with_suffix(".pstats" if trace else ".samples")
+            argv = [argv[0], "-m", "swivel.sandbox.sampling", *trace, "--out", str(out), "--",
+                    *argv[1:]]  # fmt: skip
         with log.open("ab") as output:
             child = subprocess.Popen(
                 argv,
@@ -561,11 +566,14 @@ def _condition(obj: dict[str, Any], type_: str) -> str | None:
 
 @contextlib.contextmanager
 def environment(
-    workdir: Path | None = None, progress: Callable[[str], None] | None = None
+    workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    profile: str = "",
 ) -> Iterator[Bench]:
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="swivel-reaction-")) if workdir is None else workdir
-    processes = Processes(root)
+    processes = Processes(root, profile=profile)
     fleet: AgentFleet | None = None
     bench: Bench | None = None
     try:
@@ -592,10 +600,11 @@ def run_benchmark(
     rate: float = 0.0,
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    profile: str = "",
 ) -> dict[str, Any]:
     """Run every job count in turn against one sandbox and one operator; the JSON report."""
     phases: dict[str, dict[str, Any]] = {}
-    with environment(workdir, progress) as bench:
+    with environment(workdir, progress, profile=profile) as bench:
         for count in jobs:
             if progress:
                 progress(f"{count} job(s): {reconfigurations} round(s)")
@@ -649,6 +658,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "back to back, a burst)")  # fmt: skip
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--workdir", type=Path, help="keep logs and agent state here")
+    parser.add_argument("--profile", choices=("sample", "trace"), default="",
+                        help="profile the sandbox and the operator (swivel.sandbox.sampling): "
+                        "stack samples into WORKDIR/{sandbox,operator}.samples, or cProfile "
+                        "of every thread into WORKDIR/{sandbox,operator}.pstats")  # fmt: skip
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.jobs.split(",") if c.strip()]
     if args.workdir is not None:
@@ -664,6 +677,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         workdir=args.workdir,
         progress=say,
         rate=args.rate,
+        profile=args.profile,
     )
     print(json.dumps(report, indent=2) if args.output == "json" else table(report))
 
