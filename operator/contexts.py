@@ -31,14 +31,31 @@ class OperatorContext:
     clock: Clock = utc_now
     intervals: Intervals = field(default_factory=Intervals)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _tokens: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def lock(self, key: str) -> asyncio.Lock:
         """One lock per key (a job, an object uid): kopf runs timers and change handlers of
         the same object concurrently, and nothing may be submitted twice."""
         return self._locks.setdefault(key, asyncio.Lock())
 
-    async def job_address(self, namespace: str, job: str) -> JobAddress | None:
-        """The agent of `job`, with its token; None until the token Secret exists."""
+    async def job_address(
+        self, namespace: str, job: str, uid: str | None = None, *, fresh: bool = False
+    ) -> JobAddress | None:
+        """The agent of `job`, with its token; None until the token Secret exists.
+
+        With the job's `uid` the token is remembered for that incarnation of the job (the
+        operator creates the Secret once and never rotates it), which saves a Secret read
+        per agent call; `fresh=True` reads it again (after the agent answered 401)."""
+        key = (namespace, job)
+        if fresh:
+            self._tokens.pop(key, None)
+        cached = self._tokens.get(key)
+        if uid and cached is not None and cached[0] == uid:
+            return JobAddress(namespace, job, cached[1])
         secret = await self.cluster.get(Ref("v1", "Secret", namespace, Names(job).token_secret))
         token = token_of(secret) if secret else None
+        if uid and token:
+            self._tokens[key] = (uid, token)
+        elif uid:
+            self._tokens.pop(key, None)
         return JobAddress(namespace, job, token) if token else None

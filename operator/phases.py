@@ -2,13 +2,16 @@
 
 ```
 Pending ──► Queued ──► Planned ──► Applying ──► Completed
-   │  ▲        │  ▲       │  │        │
-   │  └────────┘  └───────┘  │        └──────► Failed
-   └──────────────┴──────────┴───────────────► Failed
+   │  ▲        │  ▲       │  │        ▲  │
+   │  └────────┘  └───────┘  │        │  └───► Failed
+   ├──────────────┴──────────┴────────┼──────► Failed
+   └──────────────┴───────────────────┘  (admitted and accepted in one step)
 ```
 Pending: waiting for its job (`JobNotFound`) or not looked at yet. Queued: valid, waiting
 for another reconfiguration of the same job. Planned: planned (status.plan), being sent to
-the agent (stays here while the agent is unreachable). Applying: the agent accepted it (the
+the agent (stays here while the agent is unreachable; an admitted reconfiguration whose
+submission succeeds goes from Pending/Queued to Applying in one status write, its plan
+with it). Applying: the agent accepted it (the
 agent's plan id is in the `swivel.dev/agent-plan-id` annotation). Completed and Failed are
 final. Every transition the handlers make goes through `transition()`, so a bug that would
 skip a phase fails loudly instead of writing a confusing status.
@@ -38,10 +41,12 @@ TRANSITIONS: frozenset[tuple[Phase, Phase]] = frozenset(
         (Phase.PENDING, Phase.QUEUED),
         (Phase.PENDING, Phase.PLANNED),
         (Phase.PENDING, Phase.FAILED),
+        (Phase.PENDING, Phase.APPLYING),  # admitted, planned and accepted in one step
         (Phase.QUEUED, Phase.QUEUED),
         (Phase.QUEUED, Phase.PENDING),  # the job went away while waiting
         (Phase.QUEUED, Phase.PLANNED),
         (Phase.QUEUED, Phase.FAILED),
+        (Phase.QUEUED, Phase.APPLYING),
         (Phase.PLANNED, Phase.PLANNED),  # the agent is unreachable: retry
         (Phase.PLANNED, Phase.QUEUED),  # the agent is busy with a plan we did not send
         (Phase.PLANNED, Phase.APPLYING),

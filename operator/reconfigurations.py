@@ -12,9 +12,9 @@ what the agent has accepted is durable before anything else happens.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 from pydantic import ValidationError
@@ -49,6 +49,7 @@ RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLAN_ID_ANNOTATION = f"{API_GROUP}/agent-plan-id"
 FINAL_VALUES = frozenset(p.value for p in FINAL)
+T = TypeVar("T")
 
 
 class Step:
@@ -87,7 +88,7 @@ class Step:
             return
         await self.ctx.cluster.patch(self.ref, {"status": after.to_manifest()}, status=True)
         self.status = after
-        if before.phase is not after.phase or before.message != after.message:
+        if before.phase is not after.phase or _reason(before) != decision.reason.value:
             warning = after.phase is Phase.FAILED or decision.reason is Reason.AGENT_UNREACHABLE
             events.emit(self.obj, decision.reason.value, decision.message, warning=warning)
         if after.phase in FINAL and before.phase not in FINAL:
@@ -99,6 +100,15 @@ class Step:
     async def remember_plan_id(self, plan_id: str) -> None:
         patch = {"metadata": {"annotations": {PLAN_ID_ANNOTATION: plan_id}}}
         self.obj = await self.ctx.cluster.patch(self.ref, patch)
+
+
+def _reason(status: ReconfigurationStatus) -> str | None:
+    """The reason of the last decision (its `Succeeded` condition): an Event is posted when
+    the phase or the reason changes, not for every new progress message."""
+    for condition in status.conditions:
+        if condition.type == "Succeeded":
+            return condition.reason
+    return None
 
 
 async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
@@ -124,10 +134,13 @@ async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
             Ref(CRD_VERSION, "StreamJob", namespace, spec.job_ref.name)
         )
         job = _parse_job(job_body)
-        if current.status.phase in WAITING and not await _admit(current, spec, job_body, job):
-            return
-        if current.status.phase is Phase.PLANNED:
-            await _submit(current, spec, job_body)
+        planned: dict[str, Any] | None = None
+        if current.status.phase in WAITING:
+            planned = await _admit(current, spec, job_body, job)
+            if planned is None:
+                return
+        if planned is not None or current.status.phase is Phase.PLANNED:
+            await _submit(current, spec, job_body, planned)
         if current.status.phase is Phase.APPLYING:
             await _follow(current, job_body)
     if current.status.phase in FINAL:
@@ -161,12 +174,15 @@ async def _admit(
     spec: ReconfigurationSpec,
     job_body: Mapping[str, Any] | None,
     job: StreamJob | SpecError | None,
-) -> bool:
-    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued | Planned. True if planned."""
+) -> dict[str, Any] | None:
+    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued, written; or the plan
+    (`status.plan` and `status.kind`) when this one may go now, not written: `_submit`
+    writes it together with the agent's answer (one status write instead of two; the
+    object is the head of its job's queue, so its siblings keep waiting meanwhile)."""
     if isinstance(job, SpecError):
         message = f"StreamJob {spec.job_ref.name} is invalid: {job}"
         await current.decide(Decision(Phase.PENDING, Reason.JOB_INVALID, message))
-        return False
+        return None
     problems: list[str] = []
     if job is not None:
         try:
@@ -185,60 +201,96 @@ async def _admit(
         )
     if decision.phase is not Phase.PLANNED:
         await current.decide(decision)
-        return False
+        return None
     assert isinstance(job, StreamJob) and job_body is not None
     executors = (job_body.get("status") or {}).get("executors") or job.spec.executor.instances
     plan = plan_reconfiguration(
         job.spec, spec, current_assignment=assumed_assignment(job.spec.dataflow.bins, executors)
     ).to_dict()
-    updates = {"plan": plan, "kind": plan["kind"]}
-    await current.decide(Decision(Phase.PLANNED, Reason.PLANNED, decision.message, updates))
-    return True
+    return {"plan": plan, "kind": plan["kind"]}
 
 
-async def _address(current: Step, job_body: Mapping[str, Any] | None) -> JobAddress | None:
+async def _address(
+    current: Step, job_body: Mapping[str, Any] | None, planned: Mapping[str, Any] | None = None
+) -> JobAddress | None:
     if job_body is None:
         await current.decide(
             Decision(Phase.FAILED, Reason.JOB_DELETED, "the StreamJob was deleted")
         )
         return None
-    address = await current.ctx.job_address(current.ref.namespace, job_body["metadata"]["name"])
+    metadata = job_body["metadata"]
+    address = await current.ctx.job_address(
+        current.ref.namespace, metadata["name"], metadata.get("uid")
+    )
     if address is None:
         message = "the job's agent token Secret does not exist yet"
-        await current.decide(Decision(current.status.phase, Reason.AGENT_UNREACHABLE, message))
+        phase = Phase.PLANNED if planned is not None else current.status.phase
+        await current.decide(
+            Decision(phase, Reason.AGENT_UNREACHABLE, message, dict(planned or {}))
+        )
     return address
 
 
+async def _calling(
+    current: Step, address: JobAddress, call: Callable[[JobAddress], Awaitable[T]]
+) -> T:
+    """`call(address)`; after a 401 with a remembered token, once more with the Secret's."""
+    try:
+        return await call(address)
+    except AgentRejected as error:
+        if error.status != 401:
+            raise
+        fresh = await current.ctx.job_address(address.namespace, address.name, fresh=True)
+        if fresh is None or fresh.token == address.token:
+            raise
+        return await call(fresh)
+
+
 async def _submit(
-    current: Step, spec: ReconfigurationSpec, job_body: Mapping[str, Any] | None
+    current: Step,
+    spec: ReconfigurationSpec,
+    job_body: Mapping[str, Any] | None,
+    planned: Mapping[str, Any] | None = None,
 ) -> None:
+    """Planned (or just admitted, with `planned`) → Applying | Planned (agent unreachable) |
+    Queued (busy) | Failed (rejected); the plan is written with whichever it is."""
+    plan_fields = dict(planned or {})
     if current.plan_id:  # accepted before a restart; the phase write did not happen
-        updates = {"agent_plan_id": current.plan_id}
+        updates = {**plan_fields, "agent_plan_id": current.plan_id}
         await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed", updates))
         return
-    address = await _address(current, job_body)
+    address = await _address(current, job_body, planned)
     if address is None:
         return
-    agents = current.ctx.agents
+    agents, manifest, key = current.ctx.agents, spec.to_manifest(), idempotency_key(current.obj)
     try:
-        document = await agents.submit(
-            address, current.name, spec.to_manifest(), key=idempotency_key(current.obj)
+        document = await _calling(
+            current, address, lambda at: agents.submit(at, current.name, manifest, key=key)
         )
     except AgentUnreachable as error:
-        await current.decide(Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error)))
+        await current.decide(
+            Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error), plan_fields)
+        )
         return
     except AgentRejected as error:
         adopted = await _ours(current, address, error)
         if adopted is None:
-            await current.decide(after_rejection(error.status, error.errors, error.running_plan))
+            rejected = after_rejection(error.status, error.errors, error.running_plan)
+            updates = {**plan_fields, **rejected.updates}
+            await current.decide(
+                Decision(rejected.phase, rejected.reason, rejected.message, updates)
+            )
             return
         document = adopted
     # The annotation first (a metadata write, before anything else can happen), then the
-    # status with the same id: a restart in between finds the annotation.
+    # status with the same id: a restart in between finds the annotation (and a crash
+    # before the annotation is harmless: the idempotency key gets the same plan back).
     await current.remember_plan_id(str(document["id"]))
-    decision = from_agent_plan(document, current.status.plan)
+    decision = from_agent_plan(document, plan_fields.get("plan") or current.status.plan)
     message = f"the agent accepted plan {document['id']}"
-    updates = {**decision.updates, "agent_plan_id": str(document["id"])}
+    if planned is not None:
+        message = f"planned ({plan_fields.get('kind')}); {message}"
+    updates = {**plan_fields, **decision.updates, "agent_plan_id": str(document["id"])}
     await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, message, updates))
 
 
@@ -262,8 +314,9 @@ async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
     address = await _address(current, job_body)
     if address is None:
         return
+    agents = current.ctx.agents
     try:
-        document = await current.ctx.agents.get_plan(address, plan_id)
+        document = await _calling(current, address, lambda at: agents.get_plan(at, plan_id))
     except AgentUnreachable as error:
         await current.decide(Decision(Phase.APPLYING, Reason.AGENT_UNREACHABLE, str(error)))
         return

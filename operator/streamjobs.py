@@ -30,7 +30,7 @@ from swivel.api.errors import SpecError, problems_from
 from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.operator import events, metrics
-from swivel.operator.agents import AgentUnreachable
+from swivel.operator.agents import AgentRejected, AgentUnreachable
 from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
@@ -244,12 +244,17 @@ async def observe(ctx: OperatorContext, body: Mapping[str, Any]) -> JobObservati
         return JobObservation(generation, 1, 1, None, None, None, invalid=str(error))
     pod = await ctx.cluster.get(Ref("v1", "Pod", owner.namespace, Names(owner.name).driver_pod))
     health, agent_error = None, None
-    address = await ctx.job_address(owner.namespace, owner.name)
+    address = await ctx.job_address(owner.namespace, owner.name, owner.uid)
     if address is None:
         agent_error = "no agent token yet"
     else:
         try:
             health = await ctx.agents.health(address)
+        except AgentRejected as error:  # 401 with a remembered token: read it next time
+            if error.status != 401:
+                raise
+            await ctx.job_address(owner.namespace, owner.name, owner.uid, fresh=True)
+            agent_error = str(error)
         except AgentUnreachable as error:
             agent_error = str(error)
     return JobObservation(

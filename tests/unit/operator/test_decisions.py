@@ -41,7 +41,9 @@ def test_final_phases_have_no_way_out(final: Phase) -> None:
         (Phase.QUEUED, Phase.PLANNED, True),
         (Phase.PLANNED, Phase.APPLYING, True),
         (Phase.APPLYING, Phase.COMPLETED, True),
-        (Phase.PENDING, Phase.APPLYING, False),
+        (Phase.PENDING, Phase.APPLYING, True),  # admitted and accepted in one status write
+        (Phase.QUEUED, Phase.APPLYING, True),
+        (Phase.PENDING, Phase.COMPLETED, False),
         (Phase.APPLYING, Phase.QUEUED, False),
         (Phase.APPLYING, Phase.PLANNED, False),
     ],
