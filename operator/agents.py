@@ -57,13 +57,41 @@ class AgentHealth:
 
 @dataclass(frozen=True)
 class Loads:
-    """Flux's statistics for one collection phase (per executor and per bin)."""
+    """Flux's statistics for one collection phase (per executor and per bin), as the driver
+    measured them and the agent serves them (`GET /v1/loads`, docs/control-protocol.md)."""
 
     executors: tuple[Mapping[str, Any], ...]  # {executor, busySeconds, windowSeconds, memoryBytes}
     bins: tuple[Mapping[str, Any], ...]  # {bin, executor, records, stateBytes}
     assignment: Mapping[int, str]
     coordination_seconds: float = 0.0
     processing_seconds: float = 0.0
+    measured_at: float | None = None  # epoch seconds, the driver's clock
+    age_seconds: float = 0.0  # since the agent received it
+    batches: tuple[int, ...] = ()
+    interval_seconds: float | None = None  # the driver's coordination interval in force
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> Loads:
+        """From the agent's `GET /v1/loads` answer (ValueError when it is not one)."""
+        try:
+            executors = tuple(dict(e) for e in document["executors"])
+            bins = tuple(dict(b) for b in document["bins"])
+            assignment = {int(b["bin"]): str(b["executor"]) for b in bins}
+            interval = document.get("coordinationIntervalSeconds")
+            measured = document.get("measuredAt")
+            return cls(
+                executors=executors,
+                bins=bins,
+                assignment=assignment,
+                coordination_seconds=float(document.get("coordinationSeconds") or 0.0),
+                processing_seconds=float(document.get("processingSeconds") or 0.0),
+                measured_at=None if measured is None else float(measured),
+                age_seconds=float(document.get("ageSeconds") or 0.0),
+                batches=tuple(int(b) for b in document.get("batches") or ()),
+                interval_seconds=None if interval is None else float(interval),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a loads document: {error!r}") from None
 
 
 class AgentLink(Protocol):
@@ -83,7 +111,8 @@ class AgentLink(Protocol):
         ...
 
     async def loads(self, job: JobAddress) -> Loads | None:
-        """Statistics for the policies, or None while the agent does not serve them."""
+        """The driver's latest load measurement for the policies, None while there is none
+        (not measured yet, or bins moved since). Raises AgentUnreachable."""
         ...
 
 
@@ -147,7 +176,10 @@ class ClientAgentLink:
         )
 
     async def loads(self, job: JobAddress) -> Loads | None:
-        return None  # the agent does not serve per-executor and per-bin statistics yet
+        """`GET /v1/loads`; None while the driver has reported none (404)."""
+        async with self._client(job) as client:
+            document = await client.get_loads()
+        return None if document is None else Loads.from_document(document)
 
 
 @dataclass

@@ -2,23 +2,40 @@
 
 One timer per StreamJob ticks every few seconds; each enabled policy runs when its own
 `intervalSeconds` has passed (kopf timer intervals are fixed at registration, a policy's is
-in the spec). A policy observes the agent's statistics, calls the pure decision in
+in the spec). A policy reads the driver's latest load measurement from the agent
+(`GET /v1/loads` through `AgentLink.loads`), calls the pure decision in
 `swivel.controllers` (Flux `balance_round` / `memory_round`, Drizzle `aimd.step`) and, when
-it decides to move bins, creates a Reconfiguration labelled `swivel.dev/automatic=true`
-with `swivel.dev/policy=<name>`, owned by the job. Nothing is created while another
-reconfiguration of the job is in flight, so a policy never piles up work behind itself.
+it decides to change something, creates a Reconfiguration labelled
+`swivel.dev/automatic=true` and `swivel.dev/policy=<name>`, owned by the job, with the
+measured inputs in the annotation `swivel.dev/policy-inputs`: bin `moves` for rebalance and
+memory, `coordination.intervalSeconds` for AIMD (only when the interval changes by more
+than `AIMD_CHANGE_THRESHOLD`, and once per measurement). Nothing is created while another
+reconfiguration of the job is unfinished, so a policy never piles up work behind itself.
+
+A policy that cannot act says why, once per cause, as an Event on the job: `PolicyNoLoads`
+(the driver has not measured since it started or bins last moved), `PolicyStaleLoads`,
+`PolicyAgentUnreachable`, `PolicyWaiting` (another reconfiguration in flight), and
+`PolicyNoMove` / `AimdHold` when it looked and decided to leave things as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+import json
+from collections.abc import Mapping, MutableMapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from swivel.api.base import API_GROUP, API_VERSION
-from swivel.api.reconfiguration import BinMove, JobRef, ReconfigurationSpec
+from swivel.api.errors import SpecError
+from swivel.api.reconfiguration import (
+    BinMove,
+    CoordinationSpec,
+    JobRef,
+    ReconfigurationPhase,
+    ReconfigurationSpec,
+)
 from swivel.api.streamjob import StreamJob
 from swivel.controllers import aimd
 from swivel.controllers.flux import (
@@ -31,12 +48,22 @@ from swivel.controllers.flux import (
     memory_round,
 )
 from swivel.operator import events, metrics
-from swivel.operator.agents import AgentUnreachable, Loads
+from swivel.operator.agents import AgentRejected, AgentUnreachable, Loads
 from swivel.operator.clusters import ApiFailure
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.rendering import AUTOMATIC_LABEL, JOB_LABEL, Owner, quantity_bytes
 
 POLICY_LABEL = f"{API_GROUP}/policy"
+INPUTS_ANNOTATION = f"{API_GROUP}/policy-inputs"
+# AIMD proposes a new coordination interval only when it differs from the one in force by
+# more than this fraction: each proposal is an object and a driver action, and Drizzle's
+# smoothed overhead still wobbles a little inside its band.
+AIMD_CHANGE_THRESHOLD = 0.2
+# Loads older than this (or than 3 coordination intervals / 2 policy intervals, whichever
+# is longest) describe a job that may have changed: a policy waits for a fresh measurement.
+STALE_LOADS_S = 120.0
+FINISHED = {ReconfigurationPhase.COMPLETED.value, ReconfigurationPhase.FAILED.value}
 
 
 def decide_rebalance(job: StreamJob, loads: Loads) -> RoundDecision:
@@ -97,40 +124,200 @@ def moves_of(decision: RoundDecision) -> list[BinMove]:
 
 
 def automatic_reconfiguration(
-    owner: Owner, policy: str, moves: list[BinMove], now: datetime
+    owner: Owner,
+    policy: str,
+    moves: list[BinMove],
+    now: datetime,
+    *,
+    coordination: CoordinationSpec | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    spec = ReconfigurationSpec(job_ref=JobRef(name=owner.name), moves=moves)
+    spec = ReconfigurationSpec(
+        job_ref=JobRef(name=owner.name), moves=moves, coordination=coordination
+    )
+    metadata: dict[str, Any] = {
+        "name": f"{owner.name}-{policy}-{now.strftime('%Y%m%d%H%M%S')}",
+        "namespace": owner.namespace,
+        "labels": {JOB_LABEL: owner.name, AUTOMATIC_LABEL: "true", POLICY_LABEL: policy},
+        "ownerReferences": [{**owner.reference(), "controller": False}],
+    }
+    if inputs is not None:
+        metadata["annotations"] = {
+            INPUTS_ANNOTATION: json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+        }
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "Reconfiguration",
-        "metadata": {
-            "name": f"{owner.name}-{policy}-{now.strftime('%Y%m%d%H%M%S')}",
-            "namespace": owner.namespace,
-            "labels": {JOB_LABEL: owner.name, AUTOMATIC_LABEL: "true", POLICY_LABEL: policy},
-            "ownerReferences": [{**owner.reference(), "controller": False}],
-        },
+        "metadata": metadata,
         "spec": spec.to_manifest(),
     }
 
 
-def next_aimd(job: StreamJob, loads: Loads, state: aimd.AimdState | None) -> aimd.AimdState:
+def _measured(loads: Loads) -> dict[str, Any]:
+    at = loads.measured_at
+    return {
+        "measuredAt": None
+        if at is None
+        else datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z"),
+        "batches": list(loads.batches),
+    }
+
+
+def round_inputs(policy: str, loads: Loads, decision: RoundDecision) -> dict[str, Any]:
+    """What a Flux round saw and decided, for the annotation (a person can redo the sum)."""
+    by_bin = {int(b["bin"]): b for b in loads.bins}
+    return {
+        "policy": policy,
+        **_measured(loads),
+        "executors": {
+            str(e["executor"]): {
+                "utilisation": round(
+                    float(e.get("busySeconds", 0.0)) / (float(e.get("windowSeconds") or 1.0)), 4
+                ),
+                "memoryBytes": int(e.get("memoryBytes", 0)),
+            }
+            for e in loads.executors
+        },
+        "moves": [
+            {
+                "bin": m.bin,
+                "from": m.source,
+                "to": m.target,
+                "records": int(by_bin.get(m.bin, {}).get("records", 0)),
+                "stateBytes": int(by_bin.get(m.bin, {}).get("stateBytes", 0)),
+            }
+            for m in decision.moves
+        ],
+        "pairs": [
+            {"donor": p.donor, "receiver": p.receiver, "outcome": p.outcome.value}
+            for p in decision.pairs
+        ],
+        "utilisationAfter": {k: round(v, 4) for k, v in decision.utilisation_after.items()},
+    }
+
+
+def aimd_config(job: StreamJob) -> aimd.AimdConfig:
     spec = job.spec.policies.aimd
-    config = aimd.AimdConfig(
+    low = max(spec.min_interval_ms, 100) / 1000  # the Reconfiguration field's floor (0.1 s)
+    return aimd.AimdConfig(
         lower_overhead=spec.lower_overhead,
         upper_overhead=spec.upper_overhead,
-        min_interval_s=spec.min_interval_ms / 1000,
-        max_interval_s=spec.max_interval_ms / 1000,
+        min_interval_s=low,
+        max_interval_s=max(low, spec.max_interval_ms / 1000),
     )
-    state = state or aimd.AimdState.start(config)
+
+
+def next_aimd(job: StreamJob, loads: Loads, state: aimd.AimdState | None) -> aimd.AimdState:
+    """One Drizzle step on the overhead the driver measured (coordination / total), from the
+    interval the driver runs (or the previous state)."""
+    config = aimd_config(job)
+    if state is None:
+        state = aimd.AimdState.start(config, loads.interval_seconds)
+    elif loads.interval_seconds is not None:
+        state = aimd.AimdState(config.clamp(loads.interval_seconds), state.smoothed_overhead)
     measured = aimd.overhead(loads.coordination_seconds, loads.processing_seconds)
     return aimd.step(state, measured, config)
 
 
+def interval_change_due(current: float | None, proposed: float) -> bool:
+    """Damping: propose a new interval only when it moved by more than the threshold."""
+    if current is None or current <= 0:
+        return True
+    return abs(proposed - current) / current > AIMD_CHANGE_THRESHOLD
+
+
+def stale_after_s(job: StreamJob, loads: Loads) -> float:
+    policies = job.spec.policies
+    longest_policy = max(policies.rebalance.interval_seconds, policies.memory.interval_seconds)
+    return max(STALE_LOADS_S, 3 * (loads.interval_seconds or 0.0), 2.0 * longest_policy)
+
+
+class _Status:
+    """Events about why policies did not act, once per cause (not every tick)."""
+
+    def __init__(self, body: Mapping[str, Any], memo: Any) -> None:
+        self.body = body
+        self.seen: MutableMapping[str, str] = (
+            memo.setdefault("policy_status", {}) if isinstance(memo, MutableMapping) else {}
+        )
+
+    def report(self, scope: str, reason: str, message: str, *, warning: bool = False) -> None:
+        if self.seen.get(scope) == reason:
+            return
+        self.seen[scope] = reason
+        events.emit(self.body, reason, message, warning=warning)
+
+    def acted(self, scope: str) -> None:
+        self.seen.pop(scope, None)
+
+
+async def unfinished_reconfiguration(ctx: OperatorContext, owner: Owner) -> str | None:
+    """Any Reconfiguration of the job not yet Completed or Failed (Pending and Queued too:
+    a policy must not queue work behind work)."""
+    for item in await reconfigurations_of(ctx, owner.namespace, owner.name):
+        phase = (item.get("status") or {}).get("phase")
+        if phase not in FINISHED:
+            return f"{item['metadata']['name']} ({phase or 'new'})"
+    return None
+
+
+def _memo_get(memo: Any, key: str) -> Any:
+    return memo.get(key) if isinstance(memo, Mapping) else None
+
+
+def _memo_set(memo: Any, key: str, value: Any) -> None:
+    if isinstance(memo, MutableMapping):
+        memo[key] = value
+
+
+async def _usable_loads(
+    ctx: OperatorContext, job: StreamJob, owner: Owner, status: _Status
+) -> Loads | None:
+    """The agent's loads if a policy may act on them now; else None, and an Event says why."""
+    busy = await unfinished_reconfiguration(ctx, owner)
+    if busy:
+        status.report("job", "PolicyWaiting", f"policies wait: {busy} is not finished")
+        return None
+    address = await ctx.job_address(owner.namespace, owner.name)
+    if address is None:
+        return None
+    try:
+        loads = await ctx.agents.loads(address)
+    except AgentUnreachable as error:
+        status.report("job", "PolicyAgentUnreachable", f"policies: {error}", warning=True)
+        return None
+    except (AgentRejected, ValueError) as error:
+        status.report("job", "PolicyBadLoads", f"policies: {error}", warning=True)
+        return None
+    if loads is None:
+        status.report(
+            "job",
+            "PolicyNoLoads",
+            "policies wait: the agent has no load measurement (the driver measures after "
+            "batches once per coordination interval; none since it started or bins moved)",
+        )
+        return None
+    limit = stale_after_s(job, loads)
+    if loads.age_seconds > limit:
+        status.report(
+            "job",
+            "PolicyStaleLoads",
+            f"policies wait: the latest load measurement is {loads.age_seconds:.0f}s old "
+            f"(more than {limit:.0f}s)",
+            warning=True,
+        )
+        return None
+    return loads
+
+
 async def run_policies(ctx: OperatorContext, body: Mapping[str, Any], memo: Any) -> list[str]:
     """Run the due policies of one job; returns the names of Reconfigurations created."""
-    from swivel.operator.streamjobs import active_reconfiguration, owner_of, parse_job
+    from swivel.operator.streamjobs import owner_of, parse_job
 
-    job = parse_job(body)
+    try:
+        job = parse_job(body)
+    except SpecError:
+        return []  # the health timer reports the invalid spec
     policies = job.spec.policies
     enabled = {
         "memory": policies.memory.enabled,
@@ -141,53 +328,102 @@ async def run_policies(ctx: OperatorContext, body: Mapping[str, Any], memo: Any)
         return []
     owner = owner_of(body)
     now = ctx.clock()
+    status = _Status(body, memo)
     last: dict[str, datetime] = (
-        memo.setdefault("policy_runs", {}) if hasattr(memo, "setdefault") else {}
+        memo.setdefault("policy_runs", {}) if isinstance(memo, MutableMapping) else {}
     )
     intervals = {
-        "memory": policies.memory.interval_seconds,
-        "rebalance": policies.rebalance.interval_seconds,
-        "aimd": policies.rebalance.interval_seconds,
+        "memory": float(policies.memory.interval_seconds),
+        "rebalance": float(policies.rebalance.interval_seconds),
+        "aimd": 0.0,  # once per new measurement (below): the driver's interval paces it
     }
     due = [
         name
         for name, on in enabled.items()
         if on and (name not in last or (now - last[name]).total_seconds() >= intervals[name])
     ]
-    if not due or await active_reconfiguration(ctx, owner.namespace, owner.name):
+    if not due:
         return []
-    address = await ctx.job_address(owner.namespace, owner.name)
-    if address is None:
-        return []
-    try:
-        loads = await ctx.agents.loads(address)
-    except AgentUnreachable:
-        return []
+    loads = await _usable_loads(ctx, job, owner, status)
     if loads is None:
         return []
+    status.acted("job")
     created: list[str] = []
     for name in due:
+        if created:
+            break  # one reconfiguration at a time per job: the others run on a later tick
+        if name == "aimd":
+            recon = _aimd(job, owner, loads, memo, now=now, status=status)
+        else:
+            recon = _flux(name, job, owner, loads, now=now, status=status)
         last[name] = now
         metrics.RECONCILES.labels("streamjob", f"policy-{name}").inc()
-        if name == "aimd":
-            state = next_aimd(job, loads, memo.get("aimd") if hasattr(memo, "get") else None)
-            if hasattr(memo, "__setitem__"):
-                memo["aimd"] = state
-            events.emit(body, "AimdInterval", f"coordination interval {state.interval_s:.2f}s")
+        if recon is None:
             continue
-        decision = decide_memory(job, loads) if name == "memory" else decide_rebalance(job, loads)
-        if not decision.moved or created:
-            continue
-        recon = automatic_reconfiguration(owner, name, moves_of(decision), now)
         try:
             await ctx.cluster.create(recon)
         except ApiFailure as failure:
             if failure.status != 409:
                 raise
             continue
+        if name == "aimd":
+            _memo_set(memo, "aimd_requested", recon["spec"]["coordination"]["intervalSeconds"])
         created.append(recon["metadata"]["name"])
         events.emit(body, "PolicyReconfiguration", f"{name}: {recon['metadata']['name']}")
     return created
+
+
+def _flux(
+    name: str, job: StreamJob, owner: Owner, loads: Loads, *, now: datetime, status: _Status
+) -> dict[str, Any] | None:
+    decision = decide_memory(job, loads) if name == "memory" else decide_rebalance(job, loads)
+    if not decision.moved:
+        outcomes = sorted({p.outcome.value for p in decision.pairs}) or ["fewer than 2 executors"]
+        status.report(name, "PolicyNoMove", f"{name}: no bin moves ({'; '.join(outcomes)})")
+        return None
+    status.acted(name)
+    inputs = round_inputs(name, loads, decision)
+    return automatic_reconfiguration(owner, name, moves_of(decision), now, inputs=inputs)
+
+
+def _aimd(
+    job: StreamJob, owner: Owner, loads: Loads, memo: Any, *, now: datetime, status: _Status
+) -> dict[str, Any] | None:
+    if loads.measured_at is not None and _memo_get(memo, "aimd_measured_at") == loads.measured_at:
+        return None  # one AIMD step per measurement: the same overhead never counts twice
+    _memo_set(memo, "aimd_measured_at", loads.measured_at)
+    before: aimd.AimdState | None = _memo_get(memo, "aimd")
+    state = next_aimd(job, loads, before)
+    _memo_set(memo, "aimd", state)
+    current = loads.interval_seconds
+    if current is None:
+        current = _memo_get(memo, "aimd_requested")
+    proposed = round(state.interval_s, 3)
+    overhead = aimd.overhead(loads.coordination_seconds, loads.processing_seconds)
+    if not interval_change_due(current, proposed):
+        status.report(
+            "aimd",
+            "AimdHold",
+            f"aimd: coordination interval stays {current:.2f}s (overhead {overhead:.3f}, "
+            f"proposal {proposed:.2f}s within {AIMD_CHANGE_THRESHOLD:.0%})",
+        )
+        return None
+    status.acted("aimd")
+    inputs = {
+        "policy": "aimd",
+        **_measured(loads),
+        "coordinationSeconds": loads.coordination_seconds,
+        "processingSeconds": loads.processing_seconds,
+        "overhead": round(overhead, 6),
+        "smoothedOverhead": state.smoothed_overhead,
+        "fromIntervalSeconds": current,
+        "toIntervalSeconds": proposed,
+        "band": [job.spec.policies.aimd.lower_overhead, job.spec.policies.aimd.upper_overhead],
+    }
+    coordination = CoordinationSpec(interval_seconds=proposed)
+    return automatic_reconfiguration(
+        owner, "aimd", [], now, coordination=coordination, inputs=inputs
+    )
 
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
