@@ -22,9 +22,10 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from swivel.jobs.control.arming import ARMED, PROCESSED, armed_version
 from swivel.jobs.control.snapshots import Snapshot
 
 ENV_URL = "SWIVEL_AGENT_URL"
@@ -109,7 +110,7 @@ class ControlClient:
         self._changed = threading.Condition()
         self._operators: set[str] = set()
         self._acks: list[dict[str, Any]] = []
-        self._acked: set[tuple[str, int, int]] = set()
+        self._acked: set[tuple[str, int, int, str]] = set()
         self._ack_ready = threading.Condition()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -124,6 +125,9 @@ class ControlClient:
         """Say this process hosts `operator`; sent with the next watch call."""
         if operator not in self._operators:
             self._operators = self._operators | {operator}
+            snapshot = self._snapshot
+            if snapshot is not None:
+                self._arm(snapshot, (operator,))
 
     def ack(
         self,
@@ -132,12 +136,17 @@ class ControlClient:
         config_version: int,
         partition: int | None = None,
         batch_id: int | None = None,
+        *,
+        kind: str = PROCESSED,
+        at: float | None = None,
     ) -> None:
-        """Queue 'this process first ran `operator` at `version`'; duplicates are dropped."""
-        key = (operator, version, config_version)
+        """Queue 'this process switched `operator` to `version`' (`kind`: arming.py, `at`:
+        when; now by default); duplicates are dropped."""
+        key = (operator, version, config_version, kind)
         if key in self._acked:
             return
-        self.register(operator)
+        if operator not in self._operators:
+            self._operators = self._operators | {operator}
         entry = {
             "pid": self.pid,
             "operator": operator,
@@ -145,7 +154,8 @@ class ControlClient:
             "configVersion": config_version,
             "partition": partition,
             "batchId": batch_id,
-            "at": self._clock(),
+            "at": self._clock() if at is None else at,
+            "kind": kind,
         }
         with self._ack_ready:
             self._acked.add(key)
@@ -209,8 +219,20 @@ class ControlClient:
                 self._snapshot = snapshot
                 self.received_at = self._clock()
                 self._changed.notify_all()
+            self._arm(snapshot, self._operators)
         elif status != 304:
             raise OSError(f"watch answered {status}: {body[:200]!r}")
+
+    def _arm(self, snapshot: Snapshot, operators: Iterable[str]) -> None:
+        """Ack 'armed' for the operators this process is switched for on receipt (arming.py).
+
+        Runs after the snapshot is in memory: a wrapper that marks itself busy later reads
+        this snapshot at its check, so "not busy now" means "every later record is new".
+        """
+        for operator in operators:
+            version = armed_version(snapshot, operator, busy=is_busy(operator))
+            if version is not None:
+                self.ack(operator, version, snapshot.config_version, kind=ARMED)
 
     def _watch_loop(self) -> None:
         connection = self._watch_connection = _Connection(self.base_url, self._token)
@@ -252,6 +274,26 @@ class ControlClient:
         connection.close()
 
 
+# -- which operators this process is running an Arrow batch of right now ---------------------
+
+_busy: dict[str, int] = {}
+
+
+def is_busy(operator: str) -> bool:
+    return _busy.get(operator, 0) > 0
+
+
+@contextlib.contextmanager
+def working_on(operator: str) -> Iterator[None]:
+    """Mark one check-and-process step of `operator` (the wrapper enters it *before* reading
+    the snapshot, so the watch thread never arms an operator mid-batch; see `_arm`)."""
+    _busy[operator] = _busy.get(operator, 0) + 1
+    try:
+        yield
+    finally:
+        _busy[operator] -= 1
+
+
 # -- the per-process singleton ---------------------------------------------------------------
 
 _client: ControlClient | None = None
@@ -264,20 +306,29 @@ def _forget_parent_client() -> None:
     # at fork time: start from nothing.
     global _client, _client_pid, _lock
     _client, _client_pid, _lock = None, None, threading.Lock()
+    _busy.clear()
 
 
 os.register_at_fork(after_in_child=_forget_parent_client)
 
 
 def get_client() -> ControlClient | None:
-    """This process's client, started on first use; None when no agent is configured."""
+    """This process's client, started on first use; None when no agent is configured.
+
+    A Python worker outlives queries (PySpark reuses workers), so when the agent URL in the
+    environment changes (a new query with its own agent) the old client is stopped and a
+    new one started.
+    """
     global _client, _client_pid
     pid = os.getpid()
-    if _client_pid == pid:
+    url = os.environ.get(ENV_URL)
+    if _client_pid == pid and (_client.base_url if _client else None) == (url or None):
         return _client
     with _lock:
-        if _client_pid != pid:
-            url = os.environ.get(ENV_URL)
+        current_url = _client.base_url if _client is not None else None
+        if _client_pid != pid or current_url != (url or None):
+            if _client is not None and _client_pid == pid:
+                _client.stop(timeout=0.2)
             client = None
             if url:
                 client = ControlClient(url, os.environ.get(ENV_TOKEN), pid=pid)
@@ -302,10 +353,12 @@ def ack(
     config_version: int,
     partition: int | None = None,
     batch_id: int | None = None,
+    *,
+    at: float | None = None,
 ) -> None:
     client = get_client()
     if client is not None:
-        client.ack(operator, version, config_version, partition, batch_id)
+        client.ack(operator, version, config_version, partition, batch_id, at=at)
 
 
 def reset() -> None:

@@ -30,15 +30,16 @@ class SnapshotFeed(Protocol):
         """The newest snapshot `operator` may see now (from memory; never blocks long)."""
         ...
 
-    def ack(
+    def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
         operator: str,
         version: int,
         config_version: int,
         partition: int | None,
         batch_id: int | None,
+        at: float | None = None,
     ) -> None:
-        """This process ran data of `operator` under `version` for the first time."""
+        """This process switched `operator` to `version` at `at` (the check that chose it)."""
         ...
 
 
@@ -51,13 +52,14 @@ class StaticFeed:
     def current(self, operator: str) -> Snapshot:
         return self.snapshot
 
-    def ack(
+    def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
         operator: str,
         version: int,
         config_version: int,
         partition: int | None,
         batch_id: int | None,
+        at: float | None = None,
     ) -> None:
         return None
 
@@ -90,13 +92,14 @@ class FileFeed:
         visible = [s for at, s in self._published if at <= visible_before]
         return visible[-1] if visible else self._published[0][1]
 
-    def ack(
+    def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
         operator: str,
         version: int,
         config_version: int,
         partition: int | None,
         batch_id: int | None,
+        at: float | None = None,
     ) -> None:
         if self.acks_path is None:
             return
@@ -107,7 +110,7 @@ class FileFeed:
             "configVersion": config_version,
             "partition": partition,
             "batchId": batch_id,
-            "at": time.time(),
+            "at": time.time() if at is None else at,
         }
         with open(self.acks_path, "a", encoding="utf-8") as sink:
             sink.write(json.dumps(ack) + "\n")
@@ -140,9 +143,14 @@ class AgentFeed:
     def _client(self) -> Any:
         # Workers forked by pyspark.daemon inherit the executor's environment, not the
         # driver's: point the client at the agent before its first use in this process.
-        os.environ.setdefault("SWIVEL_AGENT_URL", self.url)
-        if self.token is not None:
-            os.environ.setdefault("SWIVEL_AGENT_TOKEN", self.token)
+        # An address the executor's environment gives (a pod's view of the agent) wins; one
+        # a feed wrote is replaced when a later query of this reused worker has another agent.
+        for name, value in (("SWIVEL_AGENT_URL", self.url), ("SWIVEL_AGENT_TOKEN", self.token)):
+            if value is None:
+                continue
+            present = os.environ.get(name)
+            if present is None or present == _written_by_feeds.get(name):
+                os.environ[name] = _written_by_feeds[name] = value
         from swivel.jobs.control import client
 
         return client
@@ -151,12 +159,16 @@ class AgentFeed:
         snapshot = self._client().current(operator)
         return snapshot if snapshot is not None else self.initial
 
-    def ack(
+    def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
         operator: str,
         version: int,
         config_version: int,
         partition: int | None,
         batch_id: int | None,
+        at: float | None = None,
     ) -> None:
-        self._client().ack(operator, version, config_version, partition, batch_id)
+        self._client().ack(operator, version, config_version, partition, batch_id, at=at)
+
+
+_written_by_feeds: dict[str, str] = {}  # per process: the environment an AgentFeed set

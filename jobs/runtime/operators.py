@@ -1,12 +1,16 @@
 """The wrappers that run an operator's function inside a PySpark Python worker.
 
-Each Arrow batch (a `mapInPandas` chunk, or a key group's chunk in
+Each slice of an Arrow batch (a `mapInPandas` chunk, or a key group's chunk in
 `transformWithStateInPandas`) is one check: the wrapper reads the newest snapshot from its
-feed (µs, from memory), asks `choosing.parts` (the protocol's selection) which configuration applies, runs the
-function once per configuration the rows need, writes its tag column, acknowledges the
-first use of a function version in this process, and records `process` events when
-recording is on. A switch therefore happens between two Arrow batches of a running
-micro-batch; `spark.sql.execution.arrow.maxRecordsPerBatch` bounds the delay.
+feed (µs, from memory), asks `choosing.parts` (the protocol's selection) which configuration
+applies, runs the function once per configuration the rows need, writes its tag column,
+acknowledges the first use of a function version in this process (stamped with the time of
+the check, the moment it switched), and records `process` events when recording is on. A
+switch therefore happens between two slices of a running micro-batch. Slices are sized from
+the function's measured cost per row so that a check comes about every `CHECK_EVERY_S` of
+work: a cheap function runs whole Arrow batches, an expensive model a few rows at a time.
+Functions already see a key's rows in several chunks (Spark splits key groups at
+`spark.sql.execution.arrow.maxRecordsPerBatch`), so slicing changes nothing they can observe.
 
 Function contracts (pandas in, pandas out; unknown columns ride along, so use `assign`):
 - stateless (`map`, `filter`, `flatMap`): `f(df, **params) -> df`;
@@ -31,6 +35,7 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
+from swivel.jobs.control.client import working_on
 from swivel.jobs.control.snapshots import OperatorConfig
 from swivel.jobs.runtime.choosing import Part, newest_tag_needed, parts
 from swivel.jobs.runtime.feeds import SnapshotFeed
@@ -41,6 +46,8 @@ SOURCE_TS_COLUMN = "_swivel_ts"
 EMITTED_COLUMN = "_swivel_emitted_at"
 SYSTEM_PREFIX = "_swivel_"
 WAIT_FOR_TAGGED_SNAPSHOT_S = 30.0
+CHECK_EVERY_S = float(os.environ.get("SWIVEL_CHECK_EVERY_S", "0.02"))
+FIRST_SLICE_ROWS = 8  # before the cost per row is known
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,9 @@ class WorkerSettings:
 
 
 _acked: set[tuple[str, int, int]] = set()  # per process: acks already sent
+# Per process: an operator's seconds per row (a runner is unpickled per task, the estimate
+# outlives it so a worker's first slices are sized right after the first task).
+_cost_per_row: dict[str, float] = {}
 _refused: set[str] = set()
 
 
@@ -86,6 +96,31 @@ class OperatorRunner:
         self.plan = plan
         self.settings = settings
         self._last_good: OperatorConfig = plan.initial
+        self._checked_at = 0.0
+
+    def slices(self, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        """`pdf` in slices of about `CHECK_EVERY_S` of this function's work each."""
+        total = len(pdf)
+        if total == 0:
+            yield pdf
+            return
+        start = 0
+        while start < total:
+            per_row = _cost_per_row.get(self.plan.name)
+            size = FIRST_SLICE_ROWS if per_row is None else int(CHECK_EVERY_S / max(per_row, 1e-9))
+            size = max(1, min(size, total - start))
+            yield pdf if size == total else pdf.iloc[start : start + size]
+            start += size
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """Learn the cost per row (a moving average) from one slice's run."""
+        if rows <= 0:
+            return
+        sample = seconds / rows
+        previous = _cost_per_row.get(self.plan.name)
+        _cost_per_row[self.plan.name] = (
+            sample if previous is None else 0.7 * previous + 0.3 * sample
+        )
 
     def parts(self, pdf: pd.DataFrame, batch_id: int | None) -> list[Part]:
         """The check: read the newest snapshot, split the rows by the configuration they need."""
@@ -97,6 +132,7 @@ class OperatorRunner:
         while snapshot.config_version < needed and time.monotonic() < deadline:
             time.sleep(0.002)
             snapshot = feed.current(name)
+        self._checked_at = time.time()
         return list(
             parts(
                 snapshot,
@@ -166,7 +202,12 @@ class OperatorRunner:
         _acked.add(seen)
         try:
             self.settings.feed.ack(
-                self.plan.name, config.version, config_version, partition, batch_id
+                self.plan.name,
+                config.version,
+                config_version,
+                partition,
+                batch_id,
+                at=self._checked_at or None,
             )
         except Exception as error:  # an unreachable agent must not stop the data path
             print(f"swivel: ack failed: {error}", file=sys.stderr)
@@ -198,10 +239,14 @@ def _run_stateless(
     runner: OperatorRunner, pdf: pd.DataFrame, batch_id: int | None, partition: int | None
 ) -> pd.DataFrame:
     outputs = []
-    for part in runner.parts(pdf, batch_id):
-        function, used = runner.function(part.selection.config)
-        out = function(part.rows, **dict(used.params))
-        outputs.append(runner.finish(out, part, used, (batch_id, partition)))
+    for rows in runner.slices(pdf):
+        with working_on(runner.plan.name):
+            started = time.perf_counter()
+            for part in runner.parts(rows, batch_id):
+                function, used = runner.function(part.selection.config)
+                out = function(part.rows, **dict(used.params))
+                outputs.append(runner.finish(out, part, used, (batch_id, partition)))
+            runner.observe(len(rows), time.perf_counter() - started)
     if len(outputs) == 1:
         return outputs[0]
     return pd.concat(outputs, ignore_index=True)
@@ -230,11 +275,15 @@ def run_keyed_group(
     for chunk in chunks:
         chunk.columns = list(runner.plan.input_columns)  # see compiling: TWS renames `_x`
         outputs = []
-        for part in runner.parts(chunk, batch_id):
-            function, used = runner.function(part.selection.config)
-            _transform_once(runner, state, used)
-            out, state.value = function(key, part.rows, state.value, **dict(used.params))
-            outputs.append(runner.finish(out, part, used, (batch_id, partition)))
+        for rows in runner.slices(chunk):
+            with working_on(runner.plan.name):
+                started = time.perf_counter()
+                for part in runner.parts(rows, batch_id):
+                    function, used = runner.function(part.selection.config)
+                    _transform_once(runner, state, used)
+                    out, state.value = function(key, part.rows, state.value, **dict(used.params))
+                    outputs.append(runner.finish(out, part, used, (batch_id, partition)))
+                runner.observe(len(rows), time.perf_counter() - started)
         yield outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
 
 

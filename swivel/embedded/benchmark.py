@@ -5,6 +5,14 @@ The JSON document is a contract (issue 3, "The benchmark"): `schedulers.<name>` 
 `delay_ms.p50`/`max`, `violations` (summed over trials, from the recorded schedule) and
 `trials`; `ratios` compares fries with the baselines on p50 delay; `control_channel` is
 the overhead measurement. Keys may be added, never renamed.
+
+Two figures per scheduler, both from the agent's plan timings (jobs/agent/plans.py):
+`delay_ms` ends when every live worker hosting a target has switched, the moment from
+which every record entering the job runs under the new versions (a Fries non-head is
+switched when it holds the new function and follows tags: `jobs/control/arming.py`);
+`propagation_ms` ends when the new versions have processed records at every target, which
+behind a shuffle waits for the upstream stage to end. `ratios_of_propagation` compares
+those.
 """
 
 from __future__ import annotations
@@ -93,6 +101,10 @@ def _document(
                 "max": round(max(delays), 1) if delays else None,
             },
             "first_switch_ms_p50": _median(t.first_switch_ms for t in mine),
+            "propagation_ms": {
+                "p50": _median(t.propagation_ms for t in mine),
+                "max": _max(t.propagation_ms for t in mine),
+            },
             "violations": sum(t.violations for t in mine),
             "trials": len(mine),
             "trials_with_violations": sum(1 for t in mine if t.violations),
@@ -105,6 +117,10 @@ def _document(
         "ratios": {
             "fries/epoch": _ratio(schedulers, "fries", "epoch"),
             "fries/restart": _ratio(schedulers, "fries", "restart"),
+        },
+        "ratios_of_propagation": {
+            "fries/epoch": _ratio(schedulers, "fries", "epoch", "propagation_ms"),
+            "fries/restart": _ratio(schedulers, "fries", "restart", "propagation_ms"),
         },
         "control_channel": control,
         "whole_run": {
@@ -129,9 +145,14 @@ def _median(values: Any) -> float | None:
     return round(statistics.median(present), 1) if present else None
 
 
-def _ratio(schedulers: dict[str, Any], a: str, b: str) -> float | None:
+def _max(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(max(present), 1) if present else None
+
+
+def _ratio(schedulers: dict[str, Any], a: str, b: str, figure: str = "delay_ms") -> float | None:
     try:
-        x, y = schedulers[a]["delay_ms"]["p50"], schedulers[b]["delay_ms"]["p50"]
+        x, y = schedulers[a][figure]["p50"], schedulers[b][figure]["p50"]
     except KeyError:
         return None
     return round(x / y, 4) if x is not None and y else None

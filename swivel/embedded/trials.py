@@ -51,6 +51,13 @@ class Trial:
         accepted, first = _epoch(timings.get("acceptedAt")), _epoch(timings.get("firstSwitchAt"))
         return (first - accepted) * 1000.0 if accepted is not None and first is not None else None
 
+    @property
+    def propagation_ms(self) -> float | None:
+        """Acceptance -> the new versions had processed records at every target (for a
+        Fries non-head behind a shuffle: when the upstream stage of the batch ended)."""
+        value = self.plan.get("propagationMs")
+        return float(value) if value is not None else None
+
     def summary(self) -> dict[str, Any]:
         return {
             "scheduler": self.scheduler,
@@ -58,6 +65,7 @@ class Trial:
             "phase": self.plan.get("phase"),
             "delay_ms": self.delay_ms,
             "first_switch_ms": self.first_switch_ms,
+            "propagation_ms": self.propagation_ms,
             "batch_ms_before": self.batch_ms_before,
             "violations": self.violations,
             "records": self.records,

@@ -104,18 +104,27 @@ def _all_watching(agent: Any, pids: set[int]) -> bool:
 def test_acks_complete_the_plan_and_fill_the_timings(
     agent: Any, clients: Any, call: Any, swap_model: Any
 ) -> None:
-    head = clients(2001, "customer-detector")
-    tail = clients(2002, "merchant-detector", "combine")
-    _wait_until(lambda: {2001, 2002} <= _live_pids(agent))
-    status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
-    assert status == 202
-    plan_url = f"{agent.url}/v1/plans/{plan['id']}"
-    progress = plan["progress"]
-    assert (progress["workersSwitched"], progress["workersTotal"]) == (0, 2)
-    assert head.wait_for_revision(2, 5) and tail.wait_for_revision(2, 5)
-    head.ack("customer-detector", 2, 2, partition=3, batch_id=7)
-    head.ack("customer-detector", 2, 2, partition=4, batch_id=7)  # deduplicated
-    _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 1)
+    """The head is mid-batch (busy), so it switches at its next check; the tag-following
+    `combine` is switched on receipt (armed) but the plan completes only once the new
+    version processed records at every target."""
+    with control.working_on("customer-detector"):
+        head = clients(2001, "customer-detector")
+        tail = clients(2002, "merchant-detector", "combine")
+        _wait_until(lambda: {2001, 2002} <= _live_pids(agent))
+        status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
+        assert status == 202
+        plan_url = f"{agent.url}/v1/plans/{plan['id']}"
+        assert head.wait_for_revision(2, 5) and tail.wait_for_revision(2, 5)
+        # combine (a non-head of the component) armed on receipt; the busy head did not.
+        _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 1)
+        progress = call(plan_url)[1]["progress"]
+        assert progress["operators"]["combine"]["switched"] == 1
+        assert progress["operators"]["customer-detector"]["switched"] == 0
+        checked_at = time.time()
+        head.ack("customer-detector", 2, 2, partition=3, batch_id=7, at=checked_at)
+        head.ack("customer-detector", 2, 2, partition=4, batch_id=7)  # deduplicated
+    _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)
+    # Every worker switched, but combine has not processed a record under version 2 yet.
     assert call(plan_url)[1]["phase"] == "Applying"
     tail.ack("merchant-detector", 1, 2, partition=1, batch_id=7)  # not a target: no switch
     tail.ack("combine", 2, 2, partition=1, batch_id=8)
@@ -123,9 +132,12 @@ def test_acks_complete_the_plan_and_fill_the_timings(
     done = call(plan_url)[1]
     timings = done["timings"]
     assert all(timings[k] for k in ("requestedAt", "acceptedAt", "firstSwitchAt",
-                                    "lastSwitchAt", "completedAt"))  # fmt: skip
+                                    "lastSwitchAt", "propagatedAt", "completedAt"))  # fmt: skip
     assert timings["acceptedAt"] <= timings["firstSwitchAt"] <= timings["lastSwitchAt"]
+    assert timings["lastSwitchAt"] <= timings["propagatedAt"]
+    # The delay ends at the head's check (the `at` it reported), not at the later acks.
     assert done["delayMs"] is not None and 0 <= done["delayMs"] < 5000
+    assert done["propagationMs"] >= done["delayMs"]
     assert done["progress"]["workersSwitched"] == done["progress"]["workersTotal"] == 2
     # The transition ends with the batch of the last switch (8), not before.
     call(agent.url + "/v1/driver/progress", "POST", {"batchId": 7, "event": "completed"})
@@ -133,6 +145,23 @@ def test_acks_complete_the_plan_and_fill_the_timings(
     call(agent.url + "/v1/driver/progress", "POST", {"batchId": 8, "event": "completed"})
     assert head.wait_for_revision(3, 5).transition is None
     assert call(agent.url + "/v1/plans", "POST", swap_model("next"))[0] == 202
+
+
+def test_an_idle_head_switches_on_receipt(
+    agent: Any, clients: Any, call: Any, swap_model: Any
+) -> None:
+    """No Arrow batch of the head runs in this process, so its next check (whenever it
+    comes) reads the new snapshot: it is switched when the snapshot arrives. (The busy
+    case is the test above; busy-ness is per process, so one test process shows one.)"""
+    idle = clients(2101, "customer-detector")
+    _wait_until(lambda: 2101 in _live_pids(agent))
+    plan = call(agent.url + "/v1/plans", "POST", swap_model())[1]
+    plan_url = f"{agent.url}/v1/plans/{plan['id']}"
+    assert idle.wait_for_revision(2, 5)
+    _wait_until(
+        lambda: call(plan_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
+    )
+    assert call(plan_url)[1]["phase"] == "Applying"  # nothing processed under version 2 yet
 
 
 def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_model: Any) -> None:

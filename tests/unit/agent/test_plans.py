@@ -106,3 +106,35 @@ def test_json_views_and_durable_round_trip() -> None:
     assert document["phase"] == "Applying" and document["delayMs"] is None
     assert document["timings"]["acceptedAt"] == "1970-01-01T00:01:40.000000Z"
     assert document["progress"]["operators"]["tail"] == {"version": 5, "switched": 0, "total": 1}
+
+
+def test_an_armed_switch_counts_for_the_delay_but_completion_waits_for_records() -> None:
+    record = applying(accepted_at=100.0)
+    record = record_switch(
+        record, pid=1, operator="head", version=2, at=100.05, batch_id=None, kind="armed"
+    )
+    record = record_switch(
+        record, pid=2, operator="tail", version=5, at=100.02, batch_id=None, kind="armed"
+    )
+    expected = frozenset({(1, "head"), (2, "tail")})
+    assert record.switched == expected and record.timings.last_switch_at == 100.05
+    assert not completion_due(record, expected)  # no record ran under the new versions yet
+    record = switch(record, 1, "head", 2, at=100.4, batch=7)  # already switched: no new time
+    assert record.timings.last_switch_at == 100.05 and record.processed == {"head"}
+    assert not completion_due(record, expected)
+    record = switch(record, 2, "tail", 5, at=101.5, batch=7)
+    assert completion_due(record, expected)
+    done = move(record, PlanPhase.COMPLETED)
+    assert done.delay_ms == pytest.approx(50.0)
+    assert done.propagation_ms == pytest.approx(1500.0)
+    assert done.last_switch_batch == 7
+
+
+def test_the_durable_form_keeps_armed_and_processed_apart() -> None:
+    record = record_switch(
+        applying(), pid=2, operator="tail", version=5, at=100.5, batch_id=None, kind="armed"
+    )
+    record = switch(record, 1, "head", 2, at=100.7, batch=3)
+    again = PlanRecord.from_state(record.to_state())
+    assert again == record
+    assert again.processed == {"head"} and again.timings.propagated_at == 100.7

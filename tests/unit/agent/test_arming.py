@@ -1,0 +1,58 @@
+"""Which operators a worker counts as switched on receiving a snapshot (`arming.py`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from swivel.jobs.control.arming import armed_version
+from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
+
+OLD = {"head": OperatorConfig("m:h", 1), "tail": OperatorConfig("m:t", 1), "lone": OperatorConfig("m:l", 1)}  # fmt: skip
+NEW = {
+    "head": OperatorConfig("m:h2", 2),
+    "middle": OperatorConfig("m:m", 1),
+    "tail": OperatorConfig("m:t", 3),
+    "lone": OperatorConfig("m:l", 4),
+    "outside": OperatorConfig("m:o", 1),
+}
+
+
+def snapshot(scheduler: str | None) -> Snapshot:
+    transition = None
+    if scheduler is not None:
+        components = ()
+        if scheduler == "fries":
+            components = (Component(0, ("head",), ("head", "middle", "tail")),)
+        transition = Transition("p", scheduler, 6, 7, OLD, components)
+    return Snapshot(config_version=7, operators=NEW, revision=9, transition=transition)
+
+
+# (scheduler, operator, busy) -> the version acknowledged as armed, or None
+TABLE = [
+    (None, "head", False, None),  # no reconfiguration in progress
+    ("fries", "head", False, 2),  # an idle head: its next check reads this snapshot
+    ("fries", "head", True, None),  # a busy head switches at its next check
+    ("fries", "tail", True, 3),  # a non-head follows tags: switched once it holds both
+    ("fries", "tail", False, 3),
+    ("fries", "middle", False, None),  # in the component but not a target: nothing to ack
+    ("fries", "outside", False, None),
+    ("fries", "lone", False, 4),  # a target in no component switches like a head
+    ("fries", "lone", True, None),
+    ("naive", "tail", False, 3),  # naive: every target on its own, like a head
+    ("naive", "tail", True, None),
+    ("epoch", "head", False, None),  # the switch is a batch boundary: first record there
+    ("epoch", "tail", False, None),
+    ("restart", "head", False, None),  # the switch is a new query
+]
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda row: f"{row[0]}-{row[1]}-busy={row[2]}")
+def test_arming_table(row: tuple[str | None, str, bool, int | None]) -> None:
+    scheduler, operator, busy, expected = row
+    assert armed_version(snapshot(scheduler), operator, busy=busy) == expected
+
+
+def test_an_operator_the_snapshot_does_not_know_is_never_armed() -> None:
+    transition = Transition("p", "fries", 6, 7, {"ghost": OperatorConfig("m:g", 1)})
+    bare = Snapshot(config_version=7, operators=NEW, revision=9, transition=transition)
+    assert armed_version(bare, "ghost", busy=False) is None
