@@ -4,6 +4,15 @@ The agent runs as a subprocess on 127.0.0.1 with a fresh token; the query runs h
 job is registered in `$SWIVEL_HOME/embedded/` (default `~/.swivel`) so that `swivel apply`
 and `swivel status` in another terminal find its agent. Ctrl-C stops the query between two
 micro-batches, then the agent, and removes the registration.
+
+`--master local-cluster` (a standalone master and workers started from the pip package's
+`spark-class`, `swivel.jobs.migration.cluster.LocalCluster`) or `--master spark://HOST:PORT`
+runs the query on `spec.executor.instances` executors instead of local Spark, with a
+`MigrationDriver` beside the runtime, so bins can move (`swivel apply` with `moves` or
+`rescale`; the agent runs with `SWIVEL_AGENT_MIGRATIONS=1`) and the driver reports loads to
+the agent. `--policy rebalance|memory|aimd` then runs the policy loop in this process
+(`swivel.jobs.migration.policies.start_policy_loop`); it needs several executors, so it is
+refused on local Spark.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from swivel.api.manifests import load_streamjob
 from swivel.cli.errors import fail
 
 _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
+LOCAL_CLUSTER = "local-cluster"
+POLICIES = ("rebalance", "memory", "aimd")
 
 
 @click.command("run")
@@ -32,18 +43,37 @@ _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
     "Reuse one to resume from its checkpoint.",
 )
 @click.option("--record-schedule", is_flag=True, help="Record the schedule and check it at exit.")
+@click.option(
+    "--master",
+    default=None,
+    metavar="local-cluster|spark://HOST:PORT",
+    help="Run on several executors: a local standalone cluster started here, or a "
+    "standalone master. Default: local Spark (one executor).",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    default=None,
+    help="Run a bin policy beside the job (needs --master: one executor has nothing to balance).",
+)
 @click.option("--duration", type=float, hidden=True, help="Stop after this many seconds (tests).")
-def command(
-    job_path: Path, workdir: Path | None, record_schedule: bool, duration: float | None
+def command(  # click passes every option by name
+    *,
+    job_path: Path,
+    workdir: Path | None,
+    record_schedule: bool,
+    master: str | None,
+    policy: str | None,
+    duration: float | None,
 ) -> None:
     """Run the job in JOB.yaml locally until Ctrl-C; reconfigure it with `swivel apply`."""
+    check_master(master, policy)
     try:
         job = load_streamjob(job_path)
     except SpecError as error:
         fail(error, str(job_path))
     from swivel.embedded import registry
     from swivel.embedded.running import EmbeddedJob
-    from swivel.embedded.sessions import local_session
 
     try:
         running = registry.lookup(job.name)
@@ -52,13 +82,20 @@ def command(
     else:
         raise click.ClickException(f"job {job.name} already runs here (pid {running.pid})")
     folder = workdir or registry.home() / "embedded" / "runs" / f"{job.name}-{int(time.time())}"
-    click.echo(f"starting {job.name}: local Spark and agent (work folder {folder})")
-    spark = local_session(job.spec, folder / "spark.log")
+    where = "local Spark" if master is None else f"Spark on {master}"
+    click.echo(f"starting {job.name}: {where} and agent (work folder {folder})")
+    if master is not None:
+        os.environ["SWIVEL_AGENT_MIGRATIONS"] = "1"  # the agent accepts moves and rescales
+    cluster, spark = _session(job, folder, master)
     embedded = EmbeddedJob(job, folder, spark, record_schedule=record_schedule)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops cleanly too
+    migration: Any = None
+    loop: Any = None
     try:
         embedded.start()
         assert embedded.agent is not None
+        if master is not None:
+            migration, loop = _start_migrations(embedded, folder, policy)
         registry.register(
             registry.RunningJob(
                 job=job.name,
@@ -80,11 +117,111 @@ def command(
         click.echo("\nstopping at the next micro-batch boundary ...")
     finally:
         registry.unregister(job.name, os.getpid())
+        if loop is not None:
+            loop.stop()
+        if migration is not None:
+            migration.stop()
         embedded.stop()
         spark.stop()
+        if cluster is not None:
+            cluster.stop()
     click.echo("stopped")
     if embedded.schedule_dir is not None:
         _report_schedule(embedded.schedule_dir)
+
+
+def check_master(master: str | None, policy: str | None) -> None:
+    """Refuse what cannot work before anything starts (a usage error, exit status 2)."""
+    if master is not None and master != LOCAL_CLUSTER and not master.startswith("spark://"):
+        raise click.BadParameter(
+            f"{master!r}: give {LOCAL_CLUSTER} or a standalone master spark://HOST:PORT",
+            param_hint="--master",
+        )
+    if policy is not None and master is None:
+        raise click.UsageError(
+            f"--policy {policy} needs several executors, and local Spark runs one (nothing to "
+            f"balance): add --master {LOCAL_CLUSTER} or --master spark://HOST:PORT"
+        )
+
+
+def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
+    """(the LocalCluster this run started or None, the SparkSession)."""
+    from swivel.embedded.sessions import local_session
+
+    if master is None:
+        return None, local_session(job.spec, folder / "spark.log")
+    from swivel.jobs.migration.cluster import LocalCluster, free_port
+    from swivel.jobs.spark_internals import SparkInternals
+
+    executors = job.spec.executor.instances
+    cluster = None
+    url = master
+    if master == LOCAL_CLUSTER:
+        # Workers offer 2 cores; executors take spec.executor.cores each (docs/migration.md).
+        cores = job.spec.executor.cores
+        workers = max(1, -(-executors * cores // 2))
+        cluster = LocalCluster(workers=workers, root=folder / "cluster").start()
+        url = cluster.master_url
+        click.echo(f"local cluster: {url} ({workers} worker(s), UI {cluster.master_ui})")
+    conf = {
+        "spark.ui.enabled": "true",  # the REST task list verifies moves and measures loads
+        "spark.ui.port": str(free_port()),
+        "spark.executor.cores": str(job.spec.executor.cores),
+        "spark.executor.memory": _jvm_memory(job.spec.executor.memory),
+        "spark.sql.adaptive.enabled": "false",  # one task per bin
+        **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+           if cluster is not None else {}),
+        **job.spec.spark_conf,
+    }  # fmt: skip
+    spec = job.spec.model_copy(update={"spark_conf": conf})
+    try:
+        spark = local_session(spec, folder / "spark.log", master=url)
+        internals = SparkInternals(spark)
+        internals.request_total_executors(executors)
+        internals.wait_for_executors(executors, timeout=120.0)
+    except BaseException:
+        if cluster is not None:
+            cluster.stop()
+        raise
+    click.echo(f"{executors} executors registered")
+    return cluster, spark
+
+
+def _jvm_memory(quantity: str) -> str:
+    factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6,
+               "G": 10**9, "T": 10**12}  # fmt: skip
+    for suffix in sorted(factors, key=len, reverse=True):
+        if quantity.endswith(suffix):
+            return f"{max(1, int(float(quantity[: -len(suffix)]) * factors[suffix]) // 2**20)}m"
+    return f"{max(1, int(float(quantity)) // 2**20)}m"
+
+
+def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[Any, Any]:
+    """The MigrationDriver beside the runtime, and the policy loop if one was asked for."""
+    from swivel.jobs.migration.driver import MigrationDriver
+    from swivel.jobs.runtime.driver import AgentDriverChannel
+
+    agent = embedded.agent
+    checkpoint = str(folder / "checkpoint")
+    migration = MigrationDriver(
+        embedded.spark,
+        embedded.job.spec.dataflow.bins,
+        lambda: embedded.runtime.query,
+        AgentDriverChannel(agent.url, agent.token),
+        checkpoint=checkpoint,
+    ).start()
+    if policy is None:
+        return migration, None
+    from swivel.jobs.migration.policies import start_policy_loop
+
+    def show(result: Any) -> None:
+        moves = [f"{m.bin}:{m.source}->{m.target}" for m in result.decision.moves]
+        busy = {e: f"{u:.0%}" for e, u in result.to_dict()["utilisation"].items()}
+        click.echo(f"policy {policy}: busy {busy}; moves {moves or 'none'}")
+
+    loop = start_policy_loop(migration.mover, policy, checkpoint=checkpoint, on_round=show)
+    click.echo(f"policy {policy} runs beside the job (first round after a minute)")
+    return migration, loop
 
 
 def _follow(runtime: Any, duration: float | None) -> None:
