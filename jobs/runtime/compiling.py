@@ -1,24 +1,33 @@
 """A StreamJob's dataflow -> one streaming DataFrame.
 
-Walking the operators in topological order:
-- consecutive stateless operators on forward edges fuse into one `mapInPandas` (one Python
-  worker per task runs the chain; no extra serialisation between them);
-- a `hash` edge into a stateless operator is a `repartition(bins, key)`;
+`shapes.plan_shape` checks the dataflow (a DAG: fan-out, merges, several sinks) and cuts
+it into steps; this module builds them, in topological order:
+- a **region** of stateless operators on forward edges is one `mapInPandas` (one Python
+  worker per task runs them; no serialisation between them). A linear region is a fused
+  chain, as before; a region with a fan-out and a merge (`parse -> {a, b} -> union`) runs
+  the sub-DAG over each Arrow chunk (`regions.run_region`), so every operator sees each row
+  once;
+- a `hash` edge into a stateless operator is a `repartition(bins, key)` of its input;
 - a keyed operator is `groupBy(key).transformWithStateInPandas(...)` (append output, no
-  timers): Spark hash-partitions by the key into `spark.sql.shuffle.partitions` = `bins`
-  state partitions, so a job's bin *is* a state partition: bin(key) =
-  pmod(murmur3(key), bins), fixed by the checkpoint;
-- the source and sink come from `spec.source` / `spec.sink` (sources.py, sinks.py).
+  timers) over the union of its inputs: Spark hash-partitions by the key into
+  `spark.sql.shuffle.partitions` = `bins` state partitions, so a job's bin *is* a state
+  partition: bin(key) = pmod(murmur3(key), bins), fixed by the checkpoint;
+- a merge outside a region (the inputs of a keyed operator, of a region's first operator,
+  or of the sinks) is a `union` of the inputs' DataFrames, aligned by `shapes.merged_columns`:
+  the same user columns with the same types on every input (else a CompileError naming the
+  input), in the first input's order, `_swivel_*` columns one input lacks filled with nulls;
+- the source and sink come from `spec.source` / `spec.sink` (sources.py, sinks.py); every
+  sink operator's input goes to the one sink.
 
 The source is followed by one tag column per possible MCS component (choosing.tag_columns,
-0 = "before any switch"); heads fill them during a Fries transition. Supported shapes: one source, a chain of operators, one sink (no fan-out,
-union or join yet: CompileError names the operator).
+0 = "before any switch"); heads fill them during a Fries transition and unions keep them
+(every branch starts at the one source, so every input carries all of them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -27,7 +36,6 @@ from pyspark.sql.types import DoubleType, StructField, StructType, _parse_dataty
 
 from swivel.api.dataflow import OperatorKind, OperatorSpec
 from swivel.api.streamjob import StreamJobSpec
-from swivel.controllers.graph import Partitioning
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime.choosing import tag_columns
 from swivel.jobs.runtime.functions import emitted_columns, resolve
@@ -39,23 +47,36 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
     run_stateless_chain,
 )
+from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
+from swivel.jobs.runtime.shapes import (
+    CompileError,
+    KeyedStep,
+    Region,
+    Shape,
+    merged_columns,
+    plan_shape,
+)
 from swivel.jobs.runtime.sources import build_source
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 64
 
-
-class CompileError(ValueError):
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
+__all__ = [
+    "CompileError",
+    "CompiledQuery",
+    "compile_job",
+    "job_snapshot",
+    "linear_chain",
+    "operator_configs",
+    "session_conf",
+]
 
 
 @dataclass(frozen=True)
 class CompiledQuery:
     frame: DataFrame
-    operators: tuple[OperatorPlan, ...]
-    chain: tuple[str, ...]  # operator names, source first, sink last
+    operators: tuple[OperatorPlan, ...]  # function operators, topological order
+    chain: tuple[str, ...]  # every operator, topological: source first, sinks last
+    shape: Shape | None = None  # the steps, splits and replicated operators it was built from
 
 
 def job_snapshot(job: StreamJobSpec) -> Snapshot:
@@ -82,53 +103,15 @@ def session_conf(job: StreamJobSpec) -> dict[str, str]:
 
 
 def linear_chain(job: StreamJobSpec) -> list[OperatorSpec]:
-    """The operators source-first; CompileError if the dataflow is not one chain."""
-    ops = job.dataflow.operators
-    consumers: dict[str, list[str]] = {op.name: [] for op in ops}
-    for op in ops:
-        for edge in op.inputs:
-            consumers[edge.from_].append(op.name)
-    sources = [op for op in ops if op.kind is OperatorKind.SOURCE]
-    if len(sources) != 1:
-        raise CompileError("spec.dataflow.operators", "the runtime needs exactly one source")
-    by_name = {op.name: op for op in ops}
-    chain = [sources[0]]
-    while consumers[chain[-1].name]:
-        following = consumers[chain[-1].name]
-        if len(following) > 1:
-            raise CompileError(
-                f"spec.dataflow.operators[{chain[-1].name}]",
-                f"fan-out to {following} is not supported by the runtime yet",
-            )
-        chain.append(by_name[following[0]])
-    if len(chain) != len(ops):
-        missing = sorted(set(by_name) - {op.name for op in chain})
-        raise CompileError("spec.dataflow.operators", f"not one chain (also {missing})")
-    if chain[-1].kind is not OperatorKind.SINK:
-        raise CompileError(
-            f"spec.dataflow.operators[{chain[-1].name}]", "the chain must end in a sink"
-        )
-    for op in chain[1:-1]:
-        if op.kind in {
-            OperatorKind.JOIN,
-            OperatorKind.UNION,
-            OperatorKind.SOURCE,
-            OperatorKind.SINK,
-        }:
-            raise CompileError(
-                f"spec.dataflow.operators[{op.name}]", f"{op.kind.value} is not supported yet"
-            )
-        if op.function is None:
-            raise CompileError(f"spec.dataflow.operators[{op.name}].function", "needs a function")
-        if op.kind is OperatorKind.KEYED and not op.key:
-            raise CompileError(
-                f"spec.dataflow.operators[{op.name}].key", "a keyed operator needs a key"
-            )
-        if any(edge.partitioning is Partitioning.BROADCAST for edge in op.inputs):
-            raise CompileError(
-                f"spec.dataflow.operators[{op.name}].inputs", "broadcast edges are not supported"
-            )
-    return chain
+    """The operators source-first, when the dataflow is one chain; CompileError otherwise."""
+    shape = plan_shape(job)
+    by_name = {op.name: op for op in job.dataflow.operators}
+    for name in shape.order:
+        if len(shape.inputs[name]) > 1 or len(shape.consumers[name]) > 1:
+            raise CompileError(_field(name), "not one chain (a fan-out or a merge)")
+    if len(shape.sinks) != 1:
+        raise CompileError("spec.dataflow.operators", f"not one chain (sinks {list(shape.sinks)})")
+    return [by_name[name] for name in shape.order]
 
 
 def compile_job(
@@ -138,20 +121,86 @@ def compile_job(
     source: DataFrame | None = None,
 ) -> CompiledQuery:
     """Build the streaming DataFrame (not started). `source` overrides `spec.source`."""
-    chain = linear_chain(job)
+    shape = plan_shape(job)
     for key, value in session_conf(job).items():
         spark.conf.set(key, value)
     frame = source if source is not None else build_source(spark, job.source)
-    function_operators = sum(1 for op in chain if op.function is not None)
     frame = frame.select(
-        "*", *(F.lit(0).cast("long").alias(c) for c in tag_columns(function_operators))
+        "*", *(F.lit(0).cast("long").alias(c) for c in tag_columns(shape.function_operators))
     )
-    allow = settings.allow
-    plans: list[OperatorPlan] = []
-    pending: list[OperatorRunner] = []
-    schema = frame.schema
-    for op in chain[1:-1]:
-        function = resolve(op.function or "", allow, f"spec.dataflow.operators[{op.name}].function")
+    builder = _Builder(job, settings, shape)
+    builder.frames[shape.source] = frame
+    builder.schemas[shape.source] = frame.schema
+    for step in shape.steps:
+        if isinstance(step, KeyedStep):
+            builder.keyed(step)
+        else:
+            builder.region(step)
+    sink_inputs = [
+        (_field(sink, f".inputs[{i}]"), name)
+        for sink in shape.sinks
+        for i, name in enumerate(shape.inputs[sink])
+    ]
+    final, _ = builder.union("the sink", sink_inputs)
+    plans = sorted(builder.plans, key=lambda plan: shape.order.index(plan.name))
+    return CompiledQuery(final, tuple(plans), shape.order, shape)
+
+
+def _field(name: str, suffix: str = "") -> str:
+    return f"spec.dataflow.operators[{name}]{suffix}"
+
+
+def merged_schema(merge: str, inputs: Sequence[tuple[str, StructType]]) -> StructType:
+    """The schema of a merge of `inputs` [(field, schema)]; CompileError on a mismatch."""
+    if len(inputs) == 1:
+        return inputs[0][1]
+    described = [
+        (field_name, [(f.name, f.dataType.simpleString()) for f in schema.fields])
+        for field_name, schema in inputs
+    ]
+    columns = merged_columns(merge, described)
+    types = {f.name: f.dataType for _, schema in inputs for f in schema.fields}
+    return StructType([StructField(name, types[name]) for name, _ in columns])
+
+
+class _Builder:
+    """Turns the shape's steps into DataFrames: each step's output frame (by the operator
+    whose output it is) and the output schema of every operator built so far."""
+
+    def __init__(self, job: StreamJobSpec, settings: WorkerSettings, shape: Shape) -> None:
+        self.job = job
+        self.settings = settings
+        self.shape = shape
+        self.by_name = {op.name: op for op in job.dataflow.operators}
+        self.frames: dict[str, DataFrame] = {}
+        self.schemas: dict[str, StructType] = {}
+        self.plans: list[OperatorPlan] = []
+
+    def _inputs(self, name: str) -> list[tuple[str, str]]:
+        return [(_field(name, f".inputs[{k}]"), i) for k, i in enumerate(self.shape.inputs[name])]
+
+    def union(self, merge: str, inputs: list[tuple[str, str]]) -> tuple[DataFrame, StructType]:
+        """The union of the input frames [(field, operator)], aligned to the merged schema."""
+        schema = merged_schema(merge, [(f, self.schemas[name]) for f, name in inputs])
+        frames = [self.frames[name] for _, name in inputs]
+        if len(frames) == 1:
+            return frames[0], schema
+        merged: DataFrame | None = None
+        for frame in frames:
+            aligned = frame.select(
+                *(
+                    F.col(f.name)
+                    if f.name in frame.columns
+                    else F.lit(None).cast(f.dataType).alias(f.name)
+                    for f in schema.fields
+                )
+            )
+            merged = aligned if merged is None else merged.union(aligned)
+        assert merged is not None
+        return merged, schema
+
+    def _plan(self, op: OperatorSpec, schema: StructType) -> tuple[OperatorPlan, StructType]:
+        function = resolve(op.function or "", self.settings.allow, _field(op.name, ".function"))
         out_schema = _output_schema(schema, op.name, emitted_columns(function))
         plan = OperatorPlan(
             name=op.name,
@@ -161,40 +210,79 @@ def compile_job(
             output_columns=tuple(out_schema.fieldNames()),
             initial=OperatorConfig(op.function, 1, dict(op.params)),
         )
-        plans.append(plan)
-        runner = OperatorRunner(plan, settings)
-        hashed = _hash_key(op)
-        if plan.keyed:
-            frame = _flush(frame, pending, schema)
-            frame = frame.groupBy(op.key or "").transformWithStateInPandas(
-                statefulProcessor=KeyedOperator(runner),
-                outputStructType=out_schema,
-                outputMode="append",
-                timeMode="None",
-            )
+        self.plans.append(plan)
+        return plan, out_schema
+
+    def keyed(self, step: KeyedStep) -> None:
+        op = self.by_name[step.operator]
+        frame, schema = self.union(op.name, self._inputs(op.name))
+        plan, out_schema = self._plan(op, schema)
+        runner = OperatorRunner(plan, self.settings)
+        self.frames[op.name] = frame.groupBy(op.key or "").transformWithStateInPandas(
+            statefulProcessor=KeyedOperator(runner),
+            outputStructType=out_schema,
+            outputMode="append",
+            timeMode="None",
+        )
+        self.schemas[op.name] = out_schema
+
+    def region(self, region: Region) -> None:
+        entry = region.operators[0]
+        if region.producer is not None:
+            frame, chunk_schema = self.frames[region.producer], self.schemas[region.producer]
         else:
-            if hashed is not None:
-                frame = _flush(frame, pending, schema)
-                frame = frame.repartition(job.dataflow.bins, hashed)
-            pending.append(runner)
-        schema = out_schema
-    frame = _flush(frame, pending, schema)
-    return CompiledQuery(frame, tuple(plans), tuple(op.name for op in chain))
+            frame, chunk_schema = self.union(entry, self._inputs(entry))
+        if region.hashed is not None:
+            frame = frame.repartition(self.job.dataflow.bins, region.hashed)
+        view = None if region.linear else ChunkView(self.settings.feed)
+        settings = self.settings if view is None else replace(self.settings, feed=view)
+        members = set(region.operators)
+        steps: list[RegionStep] = []
+        for name in region.operators:
+            op = self.by_name[name]
+            if name == entry and region.producer is None:
+                ins: tuple[str, ...] = (CHUNK,)
+                in_schema = chunk_schema
+            else:
+                ins = tuple(i if i in members else CHUNK for i in self.shape.inputs[name])
+                in_schema = merged_schema(
+                    name,
+                    [
+                        (
+                            _field(name, f".inputs[{k}]"),
+                            self.schemas[i] if i != CHUNK else chunk_schema,
+                        )
+                        for k, i in enumerate(ins)
+                    ],
+                )
+            runner = None
+            out_schema = in_schema  # a union without a function only merges
+            if op.function is not None:
+                plan, out_schema = self._plan(op, in_schema)
+                runner = OperatorRunner(plan, settings)
+            steps.append(RegionStep(name, ins, tuple(in_schema.fieldNames()), runner))
+            self.schemas[name] = out_schema
+        out_schema = self.schemas[region.exit]
+        runners = [step.runner for step in steps if step.runner is not None]
+        if not runners:
+            self.frames[region.exit] = frame
+        elif view is None:
+            self.frames[region.exit] = _flush(frame, runners, out_schema)
+        else:
+            self.frames[region.exit] = frame.mapInPandas(
+                _region_body(tuple(steps), region.exit, view), out_schema
+            )
 
 
-def _hash_key(op: OperatorSpec) -> str | None:
-    for edge in op.inputs:
-        if edge.partitioning is Partitioning.HASH:
-            return edge.key or op.key
-    return None
+def _region_body(steps: tuple[RegionStep, ...], exit_name: str, view: ChunkView) -> Any:
+    def body(chunks: Any) -> Any:
+        return run_region(steps, exit_name, view, chunks)
+
+    return body
 
 
-def _flush(frame: DataFrame, pending: list[OperatorRunner], schema: StructType) -> DataFrame:
-    """Emit the pending stateless chain as one mapInPandas."""
-    if not pending:
-        return frame
-    runners = list(pending)
-    pending.clear()
+def _flush(frame: DataFrame, runners: list[OperatorRunner], schema: StructType) -> DataFrame:
+    """A linear chain of stateless operators as one mapInPandas."""
 
     def chain(chunks: Any) -> Any:
         return run_stateless_chain(runners, chunks)

@@ -1,0 +1,103 @@
+"""The body of a region's `mapInPandas`: a sub-DAG of stateless operators over each chunk.
+
+`shapes.plan_shape` decides which operators form a region; this runs one in a Python
+worker. Each Arrow chunk goes through the region's operators in topological order: an
+operator's input is the chunk (the region's entry) or the concatenation of its inputs'
+outputs (a merge), aligned to the operator's input columns (`_swivel_*` columns one input
+lacks become NaN/None); a fan-out hands the same output to every branch. The region yields
+its exit operator's output.
+
+All operators of a region read the configuration through one `ChunkView`: the snapshot the
+first of them sees for a chunk is the one every other uses for that chunk, so two heads on
+two branches of a diamond (Fries: two heads of one component; naive: two targets) decide
+the same version for the same records. A linear chain keeps the plain
+`operators.run_stateless_chain` (each operator checks on its own, as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
+
+from swivel.jobs.control.snapshots import Snapshot
+from swivel.jobs.runtime.feeds import SnapshotFeed
+from swivel.jobs.runtime.operators import OperatorRunner, run_stateless_chain
+
+CHUNK = ""  # the name under which a region's operators find the chunk
+
+
+@dataclass
+class ChunkView:
+    """A feed that answers every operator of a region with one snapshot per chunk.
+
+    `begin()` starts a chunk. The first `current` of a chunk pins the real feed's answer;
+    later ones return the pinned snapshot, except that an operator asking a second time
+    within the chunk (the wrapper waiting for a snapshot a row's tag refers to) re-pins the
+    real feed's newest.
+    """
+
+    inner: SnapshotFeed
+    _snapshot: Snapshot | None = field(default=None, repr=False)
+    _asked: set[str] = field(default_factory=set, repr=False)
+
+    def begin(self) -> None:
+        self._snapshot = None
+        self._asked.clear()
+
+    def current(self, operator: str) -> Snapshot:
+        # Always ask the real feed: the agent's client learns from it which operators this
+        # process hosts (registration, arming); only the answer is pinned.
+        fresh = self.inner.current(operator)
+        if self._snapshot is None or operator in self._asked:
+            self._snapshot = fresh
+        self._asked.add(operator)
+        return self._snapshot
+
+    def ack(  # noqa: PLR0917  (SnapshotFeed's signature)
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+        at: float | None = None,
+    ) -> None:
+        self.inner.ack(operator, version, config_version, partition, batch_id, at)
+
+
+@dataclass(frozen=True)
+class RegionStep:
+    """One operator of a region: its inputs (CHUNK for the entry frame), its input columns
+    and its runner (None: a union without a function, which only merges)."""
+
+    name: str
+    inputs: tuple[str, ...]
+    columns: tuple[str, ...]
+    runner: OperatorRunner | None
+
+
+def run_region(
+    steps: Sequence[RegionStep],
+    exit_name: str,
+    view: ChunkView | None,
+    chunks: Iterator[pd.DataFrame],
+) -> Iterator[pd.DataFrame]:
+    for chunk in chunks:
+        if view is not None:
+            view.begin()
+        outputs: dict[str, pd.DataFrame] = {CHUNK: chunk}
+        for step in steps:
+            pdf = _merged(step, [outputs[name] for name in step.inputs])
+            if step.runner is not None:
+                pdf = next(run_stateless_chain([step.runner], iter([pdf])))
+            outputs[step.name] = pdf
+        yield outputs[exit_name]
+
+
+def _merged(step: RegionStep, frames: list[pd.DataFrame]) -> pd.DataFrame:
+    if len(frames) == 1:
+        return frames[0]
+    aligned = [frame.reindex(columns=list(step.columns)) for frame in frames]
+    return pd.concat(aligned, ignore_index=True)

@@ -1,0 +1,347 @@
+"""What the runtime compiles a DAG-shaped dataflow into, and what it refuses (no Spark
+session: `shapes.plan_shape` is pure, the merge rules work on column lists / StructTypes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+import pytest
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from swivel.api.manifests import load_streamjob
+from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
+from swivel.jobs.runtime.choosing import parts
+from swivel.jobs.runtime.compiling import linear_chain, merged_schema
+from swivel.jobs.runtime.regions import ChunkView
+from swivel.jobs.runtime.shapes import CompileError, KeyedStep, Region, merged_columns, plan_shape
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
+F = "swivel.jobs.examples.probes:labelled"
+K = "swivel.jobs.examples.probes:counting"
+
+
+def job(*operators: dict[str, Any]) -> StreamJobSpec:
+    return StreamJobSpec.model_validate({"dataflow": {"bins": 4, "operators": list(operators)}})
+
+
+def src(name: str = "in") -> dict[str, Any]:
+    return {"name": name, "kind": "source"}
+
+
+def op(name: str, *inputs: Any, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "inputs": list(inputs), "function": F, **extra}
+
+
+def keyed(name: str, *inputs: Any, key: str = "customer", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": "keyed",
+        "key": key,
+        "inputs": list(inputs),
+        "function": K,
+        **extra,
+    }
+
+
+def sink(name: str, *inputs: str) -> dict[str, Any]:
+    return {"name": name, "kind": "sink", "inputs": list(inputs)}
+
+
+def union(name: str, *inputs: str) -> dict[str, Any]:
+    return {"name": name, "kind": "union", "inputs": list(inputs)}
+
+
+def hashed(source: str, key: str = "customer") -> dict[str, str]:
+    return {"from": source, "partitioning": "hash", "key": key}
+
+
+DIAMOND = job(
+    src(),
+    op("parse", "in"),
+    op("a", "parse"),
+    op("b", "parse"),
+    union("u", "a", "b"),
+    keyed("k", hashed("u")),
+    sink("out", "k"),
+)
+
+
+def refusal(*operators: dict[str, Any]) -> CompileError:
+    with pytest.raises(CompileError) as caught:
+        plan_shape(job(*operators))
+    return caught.value
+
+
+# --- shapes that compile ------------------------------------------------------------------
+
+
+def test_the_fraud_chain_still_compiles_as_before() -> None:
+    example = load_streamjob(EXAMPLE).spec
+    shape = plan_shape(example)
+    assert shape.steps == (
+        Region(("parse",), "parse", "payments"),
+        KeyedStep("customer-detector"),
+        KeyedStep("merchant-detector"),
+        Region(("combine",), "combine", "merchant-detector"),
+    )
+    assert not shape.splits and not shape.replicated
+    assert [o.name for o in linear_chain(example)][-1] == "alerts"
+
+
+def test_a_diamond_of_stateless_branches_is_one_region_run_in_one_pass() -> None:
+    shape = plan_shape(DIAMOND)
+    region = Region(("parse", "a", "b", "u"), "u", "in", None, linear=False)
+    assert shape.steps == (region, KeyedStep("k"))
+    assert shape.order == ("in", "parse", "a", "b", "u", "k", "out")
+    assert not shape.splits and not shape.replicated
+    assert shape.function_operators == 4
+
+
+def test_a_union_with_a_function_merges_and_then_runs() -> None:
+    shape = plan_shape(
+        job(src(), op("a", "in"), op("b", "in"), op("m", "a", "b"), sink("out", "m"))
+    )
+    assert shape.steps == (Region(("a", "b", "m"), "m", "in", None, linear=False),)
+
+
+def test_siblings_of_a_keyed_output_share_one_region() -> None:
+    shape = plan_shape(
+        job(
+            src(),
+            keyed("k", hashed("in")),
+            op("a", "k"),
+            op("b", "k"),
+            op("m", "a", "b", "k"),  # a merge may also read the producer directly
+            sink("out", "m"),
+        )
+    )
+    assert shape.steps == (
+        KeyedStep("k"),
+        Region(("a", "b", "m"), "m", "k", None, linear=False),
+    )
+    assert not shape.splits
+
+
+def test_branches_meeting_after_a_keyed_operator_split_the_shared_stateless_input() -> None:
+    shape = plan_shape(
+        job(
+            src(),
+            op("parse", "in"),
+            keyed("k", hashed("parse")),
+            op("s", "parse"),
+            union("u", "k", "s"),
+            sink("out", "u"),
+        )
+    )
+    assert shape.steps == (
+        Region(("parse",), "parse", "in"),
+        Region(("s",), "s", "parse"),
+        KeyedStep("k"),
+        Region(("u",), "u", None),
+    )
+    assert shape.splits == {"parse": ("s", "k")}
+    assert shape.replicated == {"in", "parse"}  # Spark evaluates them once per branch
+
+
+def test_several_sinks_are_unioned_into_the_one_sink() -> None:
+    shape = plan_shape(
+        job(src(), op("p", "in"), op("a", "p"), op("b", "p"), sink("x", "a"), sink("y", "b"))
+    )
+    assert shape.sinks == ("x", "y")
+    assert shape.steps == (
+        Region(("p",), "p", "in"),
+        Region(("a",), "a", "p"),
+        Region(("b",), "b", "p"),
+    )
+    assert shape.splits == {"p": ("a", "b")}
+
+
+def test_a_hash_edge_into_a_stateless_operator_repartitions_its_region() -> None:
+    shape = plan_shape(
+        job(src(), op("a", hashed("in", "merchant")), op("b", "a"), sink("out", "b"))
+    )
+    assert shape.steps == (Region(("a", "b"), "b", None, "merchant"),)
+
+
+def test_a_keyed_merge_unions_its_inputs_and_a_union_alone_needs_no_python() -> None:
+    shape = plan_shape(
+        job(
+            src(),
+            op("a", "in"),
+            op("b", "in"),
+            keyed("k", hashed("a"), hashed("b")),
+            union("u", "k"),
+            sink("out", "u"),
+        )
+    )
+    assert shape.steps[-2:] == (KeyedStep("k"), Region(("u",), "u", "k"))
+    assert shape.splits == {"in": ("a", "b")}  # a and b end in different places: two passes
+
+
+def test_linear_chain_refuses_a_dag() -> None:
+    with pytest.raises(CompileError, match=r"operators\[parse\]: not one chain"):
+        linear_chain(DIAMOND)
+
+
+# --- refused ------------------------------------------------------------------------------
+
+
+def test_a_keyed_operator_above_a_split_is_refused_naming_it() -> None:
+    error = refusal(
+        src(), keyed("k", hashed("in")), op("a", "k"), op("b", "k"), sink("x", "a"), sink("y", "b")
+    )
+    assert error.field == "spec.dataflow.operators[k]"
+    assert "state would be kept twice" in error.reason
+
+
+def test_refusals_name_the_field() -> None:
+    cases = [
+        ((src("s1"), src("s2"), op("a", "s1", "s2"), sink("o", "a")), "spec.dataflow.operators"),
+        ((src(), op("a", "in"), op("b", "in"), sink("o", "a")), "spec.dataflow.operators[b]"),
+        ((src(), op("a", "in")), "spec.dataflow.operators[a]"),
+        (
+            (src(), {"name": "j", "kind": "join", "inputs": ["in"]}, sink("o", "j")),
+            "spec.dataflow.operators[j].kind",
+        ),
+        (
+            (src(), op("a", {"from": "in", "partitioning": "broadcast"}), sink("o", "a")),
+            "spec.dataflow.operators[a].inputs[0].partitioning",
+        ),
+        (
+            (src(), {"name": "r", "kind": "replicate", "inputs": ["in"]}, sink("o", "r")),
+            "spec.dataflow.operators[r].function",
+        ),
+        (
+            (src(), {"name": "m", "inputs": ["in"]}, sink("o", "m")),
+            "spec.dataflow.operators[m].function",
+        ),
+        (
+            (src(), keyed("k", hashed("in", "merchant")), sink("o", "k")),
+            "spec.dataflow.operators[k].inputs[0].key",
+        ),
+        (
+            (src(), op("a", "in"), op("b", hashed("in"), "a"), sink("o", "b")),
+            "spec.dataflow.operators[b].inputs",
+        ),
+        (
+            (src(), op("a", "in"), op("b", hashed("in"), hashed("a", "merchant")), sink("o", "b")),
+            "spec.dataflow.operators[b].inputs",
+        ),
+    ]
+    for operators, field in cases:
+        assert refusal(*operators).field == field, operators
+
+
+def test_a_join_is_refused_as_out_of_scope() -> None:
+    error = refusal(src(), {"name": "j", "kind": "join", "inputs": ["in"]}, sink("o", "j"))
+    assert "joins are not supported" in error.reason
+
+
+# --- merges: how columns are aligned ------------------------------------------------------
+
+TAGS = [("_swivel_record", "string"), ("_swivel_tag_0", "bigint")]
+
+
+def test_a_merge_keeps_the_first_inputs_order_and_adds_missing_system_columns() -> None:
+    first = [("amount", "double"), *TAGS]
+    second = [*TAGS, ("amount", "double"), ("_swivel_emitted_at", "double")]
+    merged = merged_columns("u", [("inputs[0]", first), ("inputs[1]", second)])
+    assert merged == (("amount", "double"), *TAGS, ("_swivel_emitted_at", "double"))
+
+
+def test_a_merge_of_different_user_columns_is_refused_naming_the_input() -> None:
+    first = [("amount", "double"), ("label", "string"), *TAGS]
+    second = [("amount", "bigint"), ("score", "double"), *TAGS]
+    with pytest.raises(CompileError) as caught:
+        merged_columns("u", [("ops[u].inputs[0]", first), ("ops[u].inputs[1]", second)])
+    assert caught.value.field == "ops[u].inputs[1]"
+    assert "missing ['label']" in caught.value.reason
+    assert "extra ['score']" in caught.value.reason
+    assert "amount is bigint, not double" in caught.value.reason
+
+
+def test_merged_schema_works_on_spark_schemas() -> None:
+    a = StructType([StructField("x", LongType()), StructField("_swivel_tag_0", LongType())])
+    b = StructType(
+        [
+            StructField("_swivel_tag_0", LongType()),
+            StructField("x", LongType()),
+            StructField("_swivel_emitted_at", DoubleType()),
+        ]
+    )
+    assert merged_schema("u", [("i0", a), ("i1", b)]).fieldNames() == [
+        "x",
+        "_swivel_tag_0",
+        "_swivel_emitted_at",
+    ]
+    c = StructType([StructField("x", StringType()), StructField("_swivel_tag_0", LongType())])
+    with pytest.raises(CompileError, match="i1: u merges inputs"):
+        merged_schema("u", [("i0", a), ("i1", c)])
+
+
+# --- tags through a merge: a non-head fed by two heads of one component -------------------
+
+OLD = {n: OperatorConfig(F, 1) for n in ("a", "b", "k")}
+NEW = {n: OperatorConfig(F, 2, {"label": "new"}) for n in ("a", "b", "k")}
+
+
+def fries(config_version: int = 7) -> Snapshot:
+    transition = Transition(
+        id="t",
+        scheduler="fries",
+        from_config_version=6,
+        to_config_version=7,
+        previous=OLD,
+        components=(Component(0, ("a", "b"), ("a", "b", "u", "k")),),
+    )
+    return Snapshot(config_version=config_version, operators=NEW, revision=9, transition=transition)
+
+
+def test_both_heads_write_the_components_one_tag_column() -> None:
+    rows = pd.DataFrame({"_swivel_tag_0": [0, 0]})
+    for head in ("a", "b"):
+        (part,) = parts(fries(), head, rows, batch_id=3, started_config_version=None)
+        assert part.write_tag == "_swivel_tag_0" and part.selection.tag == 7
+
+
+def test_a_non_head_splits_rows_from_two_heads_by_their_tags() -> None:
+    # Head a had switched (tag 7), head b had not heard yet (tag 0: before the switch).
+    rows = pd.DataFrame({"_swivel_tag_0": [7, 0, 7, 0], "branch": ["a", "b", "a", "b"]})
+    split = list(parts(fries(), "k", rows, batch_id=3, started_config_version=None))
+    assert [(p.selection.config.version, list(p.rows["branch"])) for p in split] == [
+        (1, ["b", "b"]),  # old rows first
+        (2, ["a", "a"]),
+    ]
+    assert all(p.write_tag is None for p in split)  # a non-head passes tags on
+
+
+# --- one snapshot per chunk for every operator of a region --------------------------------
+
+
+class _Feed:
+    def __init__(self) -> None:
+        self.version = 1
+        self.reads: list[str] = []
+
+    def current(self, operator: str) -> Snapshot:
+        self.reads.append(operator)
+        return Snapshot(config_version=self.version, operators={}, revision=self.version)
+
+    def ack(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def test_a_chunk_view_answers_every_operator_with_the_first_snapshot_of_the_chunk() -> None:
+    feed = _Feed()
+    view = ChunkView(feed)
+    view.begin()
+    assert view.current("a").config_version == 1
+    feed.version = 2  # published while branch a runs
+    assert view.current("b").config_version == 1  # branch b decides as branch a did
+    assert view.current("b").config_version == 2  # asked again: waiting for a tag's version
+    view.begin()
+    assert view.current("a").config_version == 2
+    assert feed.reads == ["a", "b", "b", "a"]  # every operator still registers with the feed
