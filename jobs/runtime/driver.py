@@ -36,23 +36,6 @@ from swivel.jobs.runtime.operators import WorkerSettings
 from swivel.jobs.runtime.sinks import build_sink
 
 
-def build_session(
-    job: StreamJobSpec, master: str = "local[2]", app_name: str = "swivel"
-) -> SparkSession:
-    """A SparkSession for `job`: workers run this interpreter (so they import swivel)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(job.dataflow.bins))
-        .config("spark.pyspark.python", sys.executable)
-    )
-    for key, value in job.spark_conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
 @dataclass(frozen=True)
 class AgentDriverChannel:
     """The driver side of the agent's HTTP API (docs/control-protocol.md, "Driver channel")."""
