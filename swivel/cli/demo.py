@@ -58,7 +58,10 @@ def command(
                     f"waiting for {surge_batch_s:g}s micro-batches, then swapping under {scheduler} ..."
                 )
                 trial = runner.trial(scheduler, after_s)
-                echo(f"  {scheduler}: every target switched after {trial.delay_ms or 0:.0f} ms")
+                echo(
+                    f"  {scheduler}: every target switched after {trial.delay_ms or 0:.0f} ms; "
+                    f"new versions reached every target after {trial.propagation_ms or 0:.0f} ms"
+                )
                 trials.append(trial)
             rows = latency_rows(embedded)
             assert embedded.schedule_dir is not None
@@ -81,13 +84,14 @@ def _p50(rows: Any, start: float, end: float) -> str:
 
 def _table(trials: list[Any], rows: Any, after_s: float) -> Table:
     table = Table(title="Hot-swapping the customer model (+ combiner) during the surge")
-    for column in ("scheduler", "delay", "batch before", "latency before", "latency after",
-                   "violations"):  # fmt: skip
+    for column in ("scheduler", "delay", "propagation", "batch before", "latency before",
+                   "latency after", "violations"):  # fmt: skip
         table.add_column(column, justify="right")
     for trial in trials:
         table.add_row(
             trial.scheduler,
             f"{trial.delay_ms or 0:.0f} ms",
+            f"{trial.propagation_ms or 0:.0f} ms",
             f"{trial.batch_ms_before / 1000:.1f} s",
             _p50(rows, trial.requested_at - 10.0, trial.requested_at),
             _p50(rows, trial.completed_at, trial.completed_at + after_s),
