@@ -180,12 +180,12 @@ def test_a_skewed_load_becomes_an_automatic_rebalance(setup: tuple[Harness, Any]
     harness.run_driver(JOB)
     agent = start_agent()
     # No measurement yet: nothing is created, and the job says why (once).
-    wait_for(lambda: _events(harness, "PolicyNoLoads"), 15, "a PolicyNoLoads Event")
+    wait_for(lambda: _events(harness, "PolicyNoLoads"), 30, "a PolicyNoLoads Event")
     assert _automatic(harness, "rebalance") == []
     assert len(_events(harness, "PolicyNoLoads")) == 1
 
     assert agent.call("POST", "/v1/driver/loads", skewed_loads())[0] == 202
-    created = wait_for(lambda: _automatic(harness, "rebalance"), 15, "a rebalance")
+    created = wait_for(lambda: _automatic(harness, "rebalance"), 30, "a rebalance")
     assert len(created) == 1
     recon = created[0]
     assert recon["spec"]["moves"] == [{"bins": [6], "to": "1"}]  # the hot bin, to the idle one
@@ -203,7 +203,7 @@ def test_a_skewed_load_becomes_an_automatic_rebalance(setup: tuple[Harness, Any]
     # The operator carries it out like any Reconfiguration: the agent accepted the moves and
     # queued them for the driver, and forgot the loads measured on the old placement.
     name = recon["metadata"]["name"]
-    harness.wait_phase("reconfigurations", name, "Applying", timeout=15)
+    harness.wait_phase("reconfigurations", name, "Applying", timeout=30)
     status, action = agent.call("GET", "/v1/driver/actions?since=0&timeout=0")
     assert status == 200 and action["action"] == "move-bins"
     assert action["moves"] == [{"bins": [6], "to": "1"}]
@@ -223,14 +223,14 @@ def test_aimd_changes_the_coordination_interval_through_a_reconfiguration(
     calm = skewed_loads(interval=4.0, coordination=0.01)
     calm["processingSeconds"] = 0.99
     assert agent.call("POST", "/v1/driver/loads", calm)[0] == 202
-    wait_for(lambda: _events(harness, "AimdHold"), 15, "an AimdHold Event")
+    wait_for(lambda: _events(harness, "AimdHold"), 30, "an AimdHold Event")
     assert _automatic(harness, "aimd") == []
     # Overhead 50 % (smoothed 0.3 * 0.5 + 0.7 * 0.01 = 15.7 %) is above the band: double.
     busy = skewed_loads(interval=4.0, coordination=1.0)
     busy["processingSeconds"] = 1.0
     busy["measuredAt"] = 1_800_000_100.0
     assert agent.call("POST", "/v1/driver/loads", busy)[0] == 202
-    created = wait_for(lambda: _automatic(harness, "aimd"), 15, "an aimd Reconfiguration")
+    created = wait_for(lambda: _automatic(harness, "aimd"), 30, "an aimd Reconfiguration")
     recon = created[0]
     assert recon["spec"]["coordination"] == {"intervalSeconds": 8.0}
     assert recon["spec"]["moves"] == []
@@ -238,11 +238,11 @@ def test_aimd_changes_the_coordination_interval_through_a_reconfiguration(
     assert inputs["overhead"] == 0.5 and inputs["fromIntervalSeconds"] == 4.0
     assert inputs["smoothedOverhead"] == pytest.approx(0.157)
     name = recon["metadata"]["name"]
-    harness.wait_phase("reconfigurations", name, "Applying", timeout=15)
+    harness.wait_phase("reconfigurations", name, "Applying", timeout=30)
     # Play the driver: take the action, apply it, confirm; the Reconfiguration completes.
     _, action = agent.call("GET", "/v1/driver/actions?since=0&timeout=0")
     assert action["action"] == "set-coordination" and action["intervalSeconds"] == 8.0
     confirm = {"planId": action["planId"], "intervalSeconds": 8.0}
     assert agent.call("POST", "/v1/driver/coordination", confirm)[0] == 202
-    harness.wait_phase("reconfigurations", name, "Completed", timeout=15)
+    harness.wait_phase("reconfigurations", name, "Completed", timeout=30)
     assert len(_automatic(harness, "aimd")) == 1  # one step per measurement, not per tick
