@@ -19,6 +19,9 @@ from swivel.api.reconfiguration import Progress, ReconfigurationStatus, Timings
 from swivel.operator.phases import ACTIVE, FINAL, WAITING, Phase, Reason, parse_phase, transition
 
 
+AGENT_TIMINGS = frozenset({"acceptedAt", "firstSwitchAt", "lastSwitchAt", "completedAt"})
+
+
 @dataclass(frozen=True)
 class Decision:
     phase: Phase
@@ -97,7 +100,9 @@ def from_agent_plan(document: Mapping[str, Any], plan: Mapping[str, Any] | None)
         "delay_ms": document.get("delayMs"),
     }
     timings = document.get("timings") or {}
-    updates["timings"] = {k: v for k, v in timings.items() if k != "requestedAt" and v}
+    # Only the instants the status has (requestedAt is the object's creation): the agent's
+    # document grows (propagatedAt), and an unknown key would fail every later status write.
+    updates["timings"] = {k: v for k, v in timings.items() if k in AGENT_TIMINGS and v}
     if done:
         return Decision(Phase.COMPLETED, Reason.COMPLETED, "every target switched", updates)
     if agent_phase == "Failed":

@@ -103,6 +103,25 @@ def test_a_completed_plan_sets_conditions_timings_and_progress() -> None:
         apply_decision(after, Decision(Phase.APPLYING, Reason.APPLYING, ""), now=NOW, generation=1)
 
 
+def test_timings_the_status_does_not_have_are_left_out() -> None:
+    """The agent's plan document grew `propagatedAt`; copying it into the status failed
+    every Completed write (the plan stayed Applying for ever)."""
+    status = ReconfigurationStatus(phase=Phase.APPLYING)
+    document = {
+        "phase": "Completed",
+        "timings": {
+            "requestedAt": "2026-01-01T00:00:00Z",
+            "acceptedAt": "2026-01-01T00:00:00Z",
+            "lastSwitchAt": "2026-01-01T00:00:01Z",
+            "propagatedAt": "2026-01-01T00:00:01Z",
+            "somethingNew": "2026-01-01T00:00:02Z",
+        },
+    }
+    after = apply_decision(status, from_agent_plan(document, None), now=NOW, generation=1)
+    assert after.phase is Phase.COMPLETED
+    assert after.timings is not None and after.timings.last_switch_at is not None
+
+
 def _edited(job: StreamJob, **changes: object) -> StreamJob:
     manifest = job.to_manifest()
     for path, value in changes.items():
