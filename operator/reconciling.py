@@ -18,7 +18,6 @@ from swivel.api.conditions import Condition, ConditionStatus, set_condition
 from swivel.api.reconfiguration import Progress, ReconfigurationStatus, Timings
 from swivel.operator.phases import ACTIVE, FINAL, WAITING, Phase, Reason, parse_phase, transition
 
-
 AGENT_TIMINGS = frozenset({"acceptedAt", "firstSwitchAt", "lastSwitchAt", "completedAt"})
 
 
