@@ -14,6 +14,7 @@ HTTP handlers use.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import threading
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_BOOKMARK_INTERVAL = 60.0  # seconds; the real server sends one about every minute
+REQUESTS = web.AppKey("requests", collections.Counter[str])
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 class Component(Protocol):
@@ -56,6 +59,29 @@ async def _statuses(
         logger.exception("sandbox failed on %s %s", request.method, request.path)
         failure = ApiError(500, "InternalError", f"sandbox internal error: {error!r}")
         return web.json_response(failure.status(), status=500)
+
+
+@web.middleware
+async def _counting(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Count API requests by client (the User-Agent's product), verb and resource
+    (`GET /sandbox/requests` serves the counts): how many round trips a client makes,
+    e.g. per reconciliation."""
+    route = routing.parse(request.path.rstrip("/"))
+    if route is not None and route.plural is not None:
+        verb = VERBS.get(request.method, request.method.lower())
+        if request.method == "GET":
+            watching = request.query.get("watch") in ("true", "1")
+            verb = "get" if route.name else "watch" if watching else "list"
+        resource = route.plural + (f"/{route.subresource}" if route.subresource else "")
+        client = request.headers.get("User-Agent", "-").split("/", 1)[0].split(" ", 1)[0]
+        request.app[REQUESTS][f"{client} {verb} {resource}"] += 1
+    return await handler(request)
+
+
+async def _requests(request: web.Request) -> web.Response:
+    return web.json_response(dict(sorted(request.app[REQUESTS].items())))
 
 
 def _not_found() -> ApiError:
@@ -115,8 +141,9 @@ def make_app(
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
 ) -> web.Application:
-    app = web.Application(middlewares=[_statuses], client_max_size=16 * 1024**2)
+    app = web.Application(middlewares=[_counting, _statuses], client_max_size=16 * 1024**2)
     app[REGISTRY] = registry or Registry(Store(history_limit))
+    app[REQUESTS] = collections.Counter()
     app[BOOKMARK_INTERVAL] = bookmark_interval
     app.router.add_get("/version", _version)
     for probe in ("/healthz", "/livez", "/readyz"):
@@ -124,6 +151,7 @@ def make_app(
     for prefix in ("/api", "/apis"):
         app.router.add_route("*", prefix, _api)
         app.router.add_route("*", prefix + "/{tail:.*}", _api)
+    app.router.add_get("/sandbox/requests", _requests)
     app.router.add_get("/openapi/v3", _openapi_v3)
     app.router.add_get("/openapi/v3/{tail:.*}", _openapi_v3)
     app.router.add_route("*", "/{tail:.*}", _unknown)  # /openapi/v2 and anything else
