@@ -56,6 +56,7 @@ JOB_LABEL = f"{API_GROUP}/job"
 AUTOMATIC_LABEL = f"{API_GROUP}/automatic"
 TRIGGER_LABEL = f"{API_GROUP}/trigger"
 RESTART_HASH_ANNOTATION = f"{API_GROUP}/restart-hash"
+SINK_ANNOTATION = f"{API_GROUP}/sink"  # on the driver pod: the sink kind its query writes to
 MAX_SERVICE_NAME = 63
 
 
@@ -205,6 +206,29 @@ def uses_checkpoint_claim(job: StreamJob) -> bool:
     kept checkpoint would only make the restarted driver fail; it stays on the pod's volume.
     """
     return job.spec.checkpoint.location is None and job.spec.sink.kind is not SinkKind.MEMORY
+
+
+def restart_refusal(running_sink: str | None, job: StreamJob) -> str | None:
+    """Why the driver pod (whose query writes to `running_sink`, None when unknown) must not
+    be replaced by one for `job`; None when a graceful restart is safe.
+
+    A graceful restart stops the query at a batch boundary and resumes it from its
+    checkpoint. A memory-sink query cannot be resumed (Spark refuses in append mode, the
+    only one the runtime uses, so it gets no claim above): with a memory sink on either
+    side, a restart can only start over, losing the keyed state of the stateful operators,
+    the offsets and the rows. The operator refuses that instead of doing it silently;
+    deleting and re-creating the job starts over on purpose.
+    """
+    memory = SinkKind.MEMORY.value
+    if running_sink != memory and job.spec.sink.kind is not SinkKind.MEMORY:
+        return None
+    which = "the running query writes to" if running_sink == memory else "the new spec has"
+    return (
+        f"restart refused: {which} a memory sink, which Spark cannot resume from a "
+        "checkpoint, so the restarted query would start over (keyed state, offsets and rows "
+        "lost); the driver keeps running the previous spec. Use a files/kafka/noop/console "
+        "sink for jobs that must survive restarts, or delete and re-create the job"
+    )
 
 
 def render_checkpoint_claim(job: StreamJob, owner: Owner) -> Manifest:
@@ -476,7 +500,10 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
             names.driver_pod,
             owner,
             "driver",
-            annotations={RESTART_HASH_ANNOTATION: restart_hash(spec)},
+            annotations={
+                RESTART_HASH_ANNOTATION: restart_hash(spec),
+                SINK_ANNOTATION: spec.sink.kind.value,
+            },
         ),
         "spec": {
             "serviceAccountName": names.service_account,

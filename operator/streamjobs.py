@@ -38,10 +38,12 @@ from swivel.operator.healthchecks import JobObservation, next_status
 from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.rendering import (
     RESTART_HASH_ANNOTATION,
+    SINK_ANNOTATION,
     Names,
     Owner,
     name_problems,
     render_children,
+    restart_refusal,
     token_of,
 )
 
@@ -77,14 +79,15 @@ def status_of(body: Mapping[str, Any]) -> StreamJobStatus:
 
 
 async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> str:
-    """Create or patch every child; returns what happened to the driver pod."""
+    """Create or patch every child; returns what happened to the driver pod: kept, created,
+    replaced, or `refused: <why>` (a restart that could not resume, `restart_refusal`)."""
     cluster, names = ctx.cluster, Names(owner.name)
     secret = await cluster.get(Ref("v1", "Secret", owner.namespace, names.token_secret))
     token = (token_of(secret) if secret else None) or secrets.token_hex(32)
     outcome = "kept"
     for child in render_children(job, owner, token):
         if child["kind"] == "Pod":
-            outcome = await _ensure_pod(ctx, child)
+            outcome = await _ensure_pod(ctx, child, job)
             continue
         try:
             await cluster.create(child)
@@ -98,16 +101,20 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
     return outcome
 
 
-async def _ensure_pod(ctx: OperatorContext, pod: dict[str, Any]) -> str:
+async def _ensure_pod(ctx: OperatorContext, pod: dict[str, Any], job: StreamJob) -> str:
     ref = Ref.of(pod)
     wanted = pod["metadata"]["annotations"][RESTART_HASH_ANNOTATION]
     existing = await ctx.cluster.get(ref)
     if existing is not None:
         metadata = existing["metadata"]
-        running = (metadata.get("annotations") or {}).get(RESTART_HASH_ANNOTATION)
+        annotations = metadata.get("annotations") or {}
+        running = annotations.get(RESTART_HASH_ANNOTATION)
         ours = _owner_uid(existing) == _owner_uid(pod)
         if ours and running == wanted and not metadata.get("deletionTimestamp"):
             return "kept"
+        refusal = restart_refusal(annotations.get(SINK_ANNOTATION), job)
+        if ours and refusal is not None and not metadata.get("deletionTimestamp"):
+            return f"refused: {refusal}"
         # A different spec, a pod stopping, or a predecessor job's pod by the same name:
         # stop it gracefully (its grace period: the driver stops at a batch boundary) and
         # start the new one only when it is gone (the checkpoint claim is ReadWriteOnce).
@@ -164,7 +171,9 @@ async def ensure(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patc
     patch.status["observedGeneration"] = body["metadata"].get("generation")
     if status.executors is None:
         patch.status["executors"] = job.spec.executor.instances
-    if outcome != "kept":
+    if outcome.startswith("refused: "):
+        _refused(body, patch, outcome)
+    elif outcome != "kept":
         events.emit(body, "DriverCreated", f"driver pod {outcome}")
 
 
@@ -206,6 +215,16 @@ async def edited(
     patch.status["message"] = message
     patch.status["observedGeneration"] = generation
     events.emit(body, "SpecChangeClassified", message)
+    if outcome.startswith("refused: "):
+        _refused(body, patch, outcome, f"{message}: ")
+
+
+def _refused(body: Mapping[str, Any], patch: kopf.Patch, outcome: str, prefix: str = "") -> None:
+    """A restart the driver could not resume from: kept running, said in status and Event."""
+    why = outcome.removeprefix("refused: ")
+    patch.status["message"] = prefix + why
+    events.emit(body, "RestartRefused", why, warning=True)
+    metrics.FAILURES.labels("streamjob", "RestartRefused").inc()
 
 
 async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:

@@ -133,3 +133,29 @@ def test_a_params_edit_in_git_becomes_a_live_control_plan(harness: Harness) -> N
     assert status["lastReconfiguration"]["name"] == "fraud-detection-g2"
     pod = _child(h, "v1", "pods", "fraud-detection-driver")
     assert pod["metadata"]["uid"] == pod_uid  # a live edit never replaces the driver
+
+
+def test_a_restart_class_edit_of_a_memory_sink_job_is_refused_visibly(harness: Harness) -> None:
+    """A memory-sink query cannot resume from a checkpoint (Spark refuses), so a restart
+    would start it over and lose its keyed state: the driver keeps running, and the
+    status and a warning Event say why (`rendering.restart_refusal`)."""
+    h = harness
+    h.job()  # the example: a memory sink
+    pod = wait_for(lambda: _child(h, "v1", "pods", "fraud-detection-driver"), 10)
+    assert pod["metadata"]["annotations"]["swivel.dev/sink"] == "memory"
+    h.patch("streamjobs", "fraud-detection", {"spec": {"image": "swivel:edited"}})
+    status = wait_for(
+        lambda: (
+            (j := h.get("streamjobs", "fraud-detection"))
+            and "restart refused" in (j["status"].get("message") or "")
+            and j["status"]
+        ),
+        10,
+        "the refusal in status.message",
+    )
+    assert "memory sink" in status["message"] and status["observedGeneration"] == 2
+    events = h.core.list_namespaced_event(h.namespace).items
+    assert any(e.reason == "RestartRefused" and e.type == "Warning" for e in events)
+    kept = _child(h, "v1", "pods", "fraud-detection-driver")
+    assert kept["metadata"]["uid"] == pod["metadata"]["uid"]  # never replaced
+    assert not kept["metadata"].get("deletionTimestamp")

@@ -259,6 +259,35 @@ def test_the_restart_hash_changes_exactly_for_restart_class_edits(
     assert changed == needs_restart
 
 
+@pytest.mark.parametrize(
+    ("running_sink", "new_sink", "refused"),
+    [
+        ("files", "files", False),
+        ("noop", "kafka", False),
+        (None, "console", False),  # a pod from before the sink annotation: the new spec decides
+        # A memory sink on either side: the restarted query could only start over.
+        ("memory", "memory", True),
+        ("memory", "files", True),
+        ("files", "memory", True),
+        (None, "memory", True),
+    ],
+)
+def test_a_restart_that_cannot_resume_from_the_checkpoint_is_refused(
+    job: StreamJob, running_sink: str | None, new_sink: str, refused: bool
+) -> None:
+    manifest = job.to_manifest()
+    manifest["spec"]["sink"] = {"kind": new_sink}
+    edited = StreamJob.model_validate(manifest)
+    pod = next(c for c in rendering.render_children(edited, OWNER, TOKEN) if c["kind"] == "Pod")
+    assert pod["metadata"]["annotations"][rendering.SINK_ANNOTATION] == new_sink
+    refusal = rendering.restart_refusal(running_sink, edited)
+    assert (refusal is not None) == refused
+    if refusal is not None:
+        assert "memory sink" in refusal and "start over" in refusal
+    # A claim exactly where a restart can resume from it.
+    assert rendering.uses_checkpoint_claim(edited) == (new_sink != "memory")
+
+
 def test_long_names_are_refused_before_rendering() -> None:
     assert rendering.name_problems("a" * 56) == []
     assert rendering.name_problems("a" * 57) != []
