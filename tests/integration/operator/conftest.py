@@ -12,11 +12,9 @@ import asyncio
 import gc
 import secrets
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import kopf
@@ -29,21 +27,15 @@ from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.main import run
 from swivel.sandbox import SandboxThread
+from tests.integration import sandboxing
+from tests.integration.sandboxing import GROUP, ROOT, VERSION, install_crds, sandbox_client
 
-ROOT = Path(__file__).resolve().parents[3]
-GROUP, VERSION = "swivel.dev", "v1alpha1"
+__all__ = ["GROUP", "ROOT", "VERSION", "Harness", "wait_for"]
 T = TypeVar("T")
 
 
 def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what or check}")
-        time.sleep(0.05)
+    return sandboxing.wait_for(check, timeout, what, every=0.05)
 
 
 class OperatorThread:
@@ -197,14 +189,8 @@ class Harness:
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[tuple[SandboxThread, client.ApiClient]]:
     running = SandboxThread(bookmark_interval=1.0).start()
-    configuration = client.Configuration()
-    configuration.host = running.url
-    configuration.api_key = {"BearerToken": "sandbox"}
-    configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    api = client.ApiClient(configuration)
-    extensions = client.ApiextensionsV1Api(api)
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        extensions.create_custom_resource_definition(yaml.safe_load(path.read_text("utf-8")))
+    api = sandbox_client(running.url, token="sandbox")
+    install_crds(api)
     try:
         yield running, api
     finally:

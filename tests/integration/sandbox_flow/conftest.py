@@ -6,31 +6,19 @@ Fixtures: `kubelet_sandbox` (the API server with the process kubelet, in a threa
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from swivel.sandbox import SandboxThread
 from swivel.sandbox.kubelet import Kubelet
+from tests.integration.sandboxing import ROOT, sandbox_client, wait_for
 
-ROOT = Path(__file__).resolve().parents[3]
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], timeout: float = 20.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what or check}")
-        time.sleep(0.1)
+__all__ = ["ROOT", "KubeletSandbox", "wait_for"]
 
 
 @dataclass
@@ -64,8 +52,5 @@ class KubeletSandbox:
 @pytest.fixture
 def kubelet_sandbox(tmp_path: Path) -> Iterator[KubeletSandbox]:
     kubelet = Kubelet(tmp_path / "kubelet")
-    with SandboxThread(components=[kubelet]) as sandbox:
-        configuration = client.Configuration()
-        configuration.host = sandbox.url
-        with client.ApiClient(configuration) as api:
-            yield KubeletSandbox(sandbox, kubelet, api)
+    with SandboxThread(components=[kubelet]) as sandbox, sandbox_client(sandbox.url) as api:
+        yield KubeletSandbox(sandbox, kubelet, api)
