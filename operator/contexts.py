@@ -32,6 +32,8 @@ class OperatorContext:
     intervals: Intervals = field(default_factory=Intervals)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _tokens: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    # The follow-up task of each unfinished Reconfiguration (namespace, name).
+    followers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
 
     def lock(self, key: str) -> asyncio.Lock:
         """One lock per key (a job, an object uid): kopf runs timers and change handlers of

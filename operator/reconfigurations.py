@@ -12,6 +12,8 @@ what the agent has accepted is durable before anything else happens.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -49,6 +51,9 @@ RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLAN_ID_ANNOTATION = f"{API_GROUP}/agent-plan-id"
 FINAL_VALUES = frozenset(p.value for p in FINAL)
+LEGACY_FINALIZER = f"{API_GROUP}/finalizer"  # kopf's, for the timer Reconfigurations once had
+FAILED_STEP_DELAY_S = 5.0
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -111,22 +116,23 @@ def _reason(status: ReconfigurationStatus) -> str | None:
     return None
 
 
-async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
-    """Carry one Reconfiguration as far as it can go now (idempotent)."""
+async def step(ctx: OperatorContext, namespace: str, name: str) -> bool:
+    """Carry one Reconfiguration as far as it can go now (idempotent); True once there is
+    nothing left to do (Completed, Failed, deleted)."""
     async with ctx.lock(f"reconfiguration/{namespace}/{name}"):
         obj = await ctx.cluster.get(Ref(CRD_VERSION, "Reconfiguration", namespace, name))
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return
+            return True
         metrics.RECONCILES.labels("reconfiguration", "step").inc()
         current = Step(ctx, obj)
         if current.status.phase in FINAL:
-            return
+            return True
         try:
             spec = ReconfigurationSpec.model_validate(obj.get("spec") or {})
         except ValidationError as error:
             problems = "; ".join(str(p) for p in problems_from(error, "spec"))
             await current.decide(Decision(Phase.FAILED, Reason.INVALID, problems))
-            return
+            return True
         label = missing_job_label(current.obj, spec.job_ref.name)
         if label is not None:  # before any sibling listing, so queueing sees this object
             current.obj = await ctx.cluster.patch(current.ref, label)
@@ -138,13 +144,15 @@ async def step(ctx: OperatorContext, namespace: str, name: str) -> None:
         if current.status.phase in WAITING:
             planned = await _admit(current, spec, job_body, job)
             if planned is None:
-                return
+                return current.status.phase in FINAL
         if planned is not None or current.status.phase is Phase.PLANNED:
             await _submit(current, spec, job_body, planned)
         if current.status.phase is Phase.APPLYING:
             await _follow(current, job_body)
-    if current.status.phase in FINAL:
-        await _wake_next(ctx, namespace, spec.job_ref.name, name)
+    if current.status.phase not in FINAL:
+        return False
+    await _wake_next(ctx, namespace, spec.job_ref.name, name)
+    return True
 
 
 def idempotency_key(obj: Mapping[str, Any]) -> str:
@@ -388,17 +396,59 @@ async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: s
         await step(ctx, namespace, waiting[0].name)
 
 
+async def _follow_up(ctx: OperatorContext, namespace: str, name: str) -> None:
+    """Step one unfinished Reconfiguration now and then every `intervals.reconfiguration`
+    seconds until it settles: what a kopf timer did, without kopf's bookkeeping on the
+    object (a timer needs a finalizer: two more patches and watch events per object, and
+    the on.create handler's progress and last-handled annotations two or three more)."""
+    try:
+        while True:
+            try:
+                if await step(ctx, namespace, name):
+                    return
+                delay = ctx.intervals.reconfiguration
+            except kopf.TemporaryError as error:
+                delay = error.delay or ctx.intervals.reconfiguration
+            except Exception:  # logged; the next run retries, as a timer would
+                logger.exception("Reconfiguration %s/%s: step failed", namespace, name)
+                delay = FAILED_STEP_DELAY_S
+            await asyncio.sleep(delay)
+    finally:
+        ctx.followers.pop((namespace, name), None)
+
+
+def follow(ctx: OperatorContext, namespace: str, name: str) -> None:
+    """Make sure one follow-up task runs for this Reconfiguration (idempotent)."""
+    key = (namespace, name)
+    if key not in ctx.followers:
+        ctx.followers[key] = asyncio.create_task(
+            _follow_up(ctx, namespace, name), name=f"reconfiguration/{namespace}/{name}"
+        )
+
+
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
-    def unfinished(status: Mapping[str, Any], **_: Any) -> bool:
-        return status.get("phase") not in FINAL_VALUES
+    """One event handler: every unfinished Reconfiguration the watch shows (a new one, or
+    every existing one when the operator starts: resuming) gets a follow-up task. kopf
+    keeps no state on the object (no finalizer, no annotations); what the operator knows
+    is in its status and the plan-id annotation, as before."""
 
-    @kopf.on.resume(*RESOURCE, registry=registry, when=unfinished)
-    @kopf.on.create(*RESOURCE, registry=registry)
-    async def reconfiguration_created(namespace: str | None, name: str, **_: Any) -> None:
-        await step(ctx, namespace or "", name)
-
-    @kopf.timer(
-        *RESOURCE, interval=ctx.intervals.reconfiguration, when=unfinished, registry=registry
-    )
-    async def reconfiguration_progress(namespace: str | None, name: str, **_: Any) -> None:
-        await step(ctx, namespace or "", name)
+    @kopf.on.event(*RESOURCE, registry=registry)
+    async def reconfiguration_seen(
+        type: str | None,  # kopf passes the event type by this name
+        body: kopf.Body,
+        namespace: str | None,
+        name: str | None,
+        **_: Any,
+    ) -> None:
+        if type == "DELETED" or name is None:
+            return
+        metadata = body.get("metadata") or {}
+        finalizers = list(metadata.get("finalizers") or [])
+        if LEGACY_FINALIZER in finalizers:  # left by an operator that still used a timer
+            finalizers.remove(LEGACY_FINALIZER)
+            ref = Ref(CRD_VERSION, "Reconfiguration", namespace or "", name)
+            await ctx.cluster.patch(ref, {"metadata": {"finalizers": finalizers}})
+        if metadata.get("deletionTimestamp"):
+            return
+        if (body.get("status") or {}).get("phase") not in FINAL_VALUES:
+            follow(ctx, namespace or "", name)

@@ -223,3 +223,21 @@ def test_the_job_is_no_longer_reconfiguring_as_soon_as_its_plan_completes(
     assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
     assert job["status"]["liveGeneration"] == 2  # the agent's configuration version...
     assert job["metadata"]["generation"] == 1  # ...not the spec's: nothing edited it
+
+
+def test_kopf_keeps_no_bookkeeping_on_a_reconfiguration(harness: Harness) -> None:
+    """Reconfigurations are followed by the operator's own task, not a kopf timer: no
+    finalizer and no kopf annotations (each was a patch and a watch event per object); a
+    finalizer left by an operator that still had the timer is taken off."""
+    h = harness
+    h.link.completion_polls = 2
+    h.job()
+    body = h.example("reconfiguration.yaml")
+    body["metadata"] = {"name": "swap-model", "finalizers": ["swivel.dev/finalizer"]}
+    h.create("reconfigurations", body)
+    done = h.wait_phase("reconfigurations", "swap-model", "Completed")
+    metadata = done["metadata"]
+    assert not metadata.get("finalizers")
+    assert set(metadata.get("annotations") or {}) == {"swivel.dev/agent-plan-id"}
+    h.delete("reconfigurations", "swap-model")
+    wait_for(lambda: h.get("reconfigurations", "swap-model") is None, 5, "deleted at once")
