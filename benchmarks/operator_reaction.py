@@ -317,6 +317,23 @@ class AgentFleet:
         found: tuple[str, float] | None = self.call(look())
         return found
 
+    def stop(self, namespace: str) -> None:
+        """Stop the agents of one namespace."""
+        gone = [key for key in self.agents if key[0] == namespace]
+
+        async def stop_some() -> None:
+            for key in gone:
+                agent = self.agents[key]
+                if agent.worker is not None:
+                    agent.worker.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await agent.worker
+                await agent.runner.cleanup()
+
+        self.call(stop_some(), timeout=60)
+        for key in gone:
+            del self.agents[key]
+
     def close(self) -> None:
         async def stop_all() -> None:
             for agent in self.agents.values():
@@ -429,6 +446,7 @@ class Bench:
     ) -> None:
         self.processes, self.fleet = processes, fleet
         self.say = progress or (lambda _message: None)
+        self._phases = 0
         configuration = client.Configuration()
         configuration.host = processes.url
         configuration.api_key = {"BearerToken": kubeconfig.TOKEN}
@@ -510,7 +528,8 @@ class Bench:
         rate: float = 0.0,
     ) -> Phase:
         phase = Phase(count)
-        namespace = f"bench-{count}-{os.getpid() % 10_000}"
+        self._phases += 1  # a namespace per phase, even for the same job count
+        namespace = f"bench-{count}-{self._phases}-{os.getpid() % 10_000}"
         self.core.create_namespace({"metadata": {"name": namespace}})
         jobs = [f"job-{i:03d}" for i in range(count)]
         started = time.monotonic()
@@ -560,7 +579,22 @@ class Bench:
         phase.cpu_s = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_after.items()}
         requests_after = self.processes.requests()
         phase.requests = {k: v - requests_before.get(k, 0) for k, v in requests_after.items()}
+        self.retire(namespace, count)
         return phase
+
+    def retire(self, namespace: str, count: int) -> None:
+        """Delete the phase's StreamJobs (the operator's finalizer cleans up) and stop their
+        agents, so the next phase meets an operator with no health timers left over."""
+        self.custom.delete_collection_namespaced_custom_object(
+            GROUP, VERSION, namespace, "streamjobs"
+        )
+        wait_for(
+            lambda: not self._list(namespace, "streamjobs"),
+            60 + count,
+            f"the StreamJobs of {namespace} deleted",
+            every=0.5,
+        )
+        self.fleet.stop(namespace)
 
     def _complete(self, namespace: str, round_: int, batch: list[Sample], timeout: float) -> None:
         """Wait until every Reconfiguration of the round is Completed; note acceptedAt."""
