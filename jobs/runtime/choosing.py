@@ -4,7 +4,9 @@ The rules are `swivel.jobs.control.selection.select` (the protocol's table); thi
 applies them to a pandas batch: a non-head of a Fries component reads each row's tag
 `_swivel_tag_<k>` and the batch is split by tag value (old rows first); a head writes the
 version it used into its component's tag column; everyone else runs the whole batch under
-one selection and passes tags on untouched.
+one selection and passes tags on untouched. A component may have several heads on branches
+that meet again (a union): they all write the component's one column, so a non-head below
+the merge gets rows stamped by either head in one batch and splits them per row like any.
 
 The query's schema is fixed when it starts while component ids are chosen per transition,
 so the compiled query carries one tag column per possible component: a transition has at

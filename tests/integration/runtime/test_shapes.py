@@ -20,6 +20,7 @@ from swivel.jobs.runtime.testing import (
     mcs_components,
     memory_rows,
     record_transition,
+    run_for_batches,
     start_bounded,
     with_transition,
 )
@@ -92,13 +93,13 @@ def run_with_update(spark, job, tmp_path: Path, *, scheduler: str, lag: dict | N
         recording_dir=str(schedule),
     )
     try:
-        runtime.wait_for_batches(1)
+        runtime.wait_for_batches(1, timeout=300)
         time.sleep(0.3)  # land inside the next batch, while the branches run
         components = mcs_components(job, tuple(SWAP)) if scheduler == "fries" else []
         after = with_transition(before, SWAP, scheduler=scheduler, components=components)
         publish(feed_path, after)
         record_transition(schedule, before, after)
-        runtime.wait_for_batches(runtime.batches_completed() + 1)
+        runtime.wait_for_batches(runtime.batches_completed() + 1, timeout=300)
         runtime.stop_at_boundary()
     finally:
         runtime.stop()
@@ -146,3 +147,36 @@ def test_naive_switching_of_a_diamond_is_caught_by_the_checker(spark, tmp_path) 
     # The two branches still switch together per chunk (one snapshot per region chunk).
     for record_pairs in by_record(rows).values():
         assert len({label[1] for label, _ in record_pairs}) == 1, record_pairs
+
+
+def test_branches_meeting_after_keyed_operators_split_the_shared_input(spark, tmp_path) -> None:
+    # parse feeds two keyed operators (by customer, by merchant) whose outputs meet at the
+    # sink: no region can hold that, so Spark reads the source and runs parse once per branch.
+    counting = "swivel.jobs.examples.probes:counting"
+    job = StreamJobSpec.model_validate(
+        {
+            "source": {"kind": "generator", "options": {"customers": "8", "merchants": "4"}},
+            "dataflow": {
+                "bins": 4,
+                "operators": [
+                    {"name": "payments", "kind": "source"},
+                    {
+                        "name": "parse",
+                        "inputs": ["payments"],
+                        "function": "swivel.jobs.examples.fraud:parse",
+                    },
+                    {"name": "by-customer", "kind": "keyed", "key": "customer",
+                     "inputs": ["parse"], "function": counting},
+                    {"name": "by-merchant", "kind": "keyed", "key": "merchant",
+                     "inputs": ["parse"], "function": counting},
+                    {"name": "out", "kind": "sink", "inputs": ["by-customer", "by-merchant"]},
+                ],
+            },
+        }
+    )  # fmt: skip
+    rows = run_for_batches(spark, job, tmp_path, batches=2, rows_per_batch=20, timeout=300)
+    per_record: dict[str, int] = defaultdict(int)
+    for row in rows:
+        per_record[row["_swivel_record"]] += 1
+    assert len(per_record) >= 40 and set(per_record.values()) == {2}
+    assert {row["amount_cents"] == round(row["amount"] * 100) for row in rows} == {True}
