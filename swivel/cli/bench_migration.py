@@ -19,9 +19,9 @@ def _emit(report: dict[str, object], output: str) -> None:
 
 @click.command("migration")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
-@click.option("--bins", type=int, default=16, show_default=True)
-@click.option("--keys", type=int, default=320_000, show_default=True)
-@click.option("--payload-bytes", type=int, default=1_500, show_default=True)
+@click.option("--bins", type=int, default=64, show_default=True)
+@click.option("--keys", type=int, default=1_000_000, show_default=True)
+@click.option("--payload-bytes", type=int, default=3_000, show_default=True)
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Batched strategy.")
 @click.option("--gap-batches", type=int, default=0, show_default=True)
 @click.option(
@@ -57,13 +57,19 @@ def migration(
 
 @click.command("overhead")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
-@click.option("--batches", type=int, default=10, show_default=True)
-@click.option("--rounds", type=int, default=2, show_default=True)
-def overhead(output: str, batches: int, rounds: int) -> None:
-    """The same keyed query plain and under Swivel's migration runtime (no moves)."""
-    from swivel.jobs.migration.bench import run_overhead_bench
+@click.option("--batches", type=int, default=8, show_default=True, help="Measured per phase.")
+@click.option("--rounds", type=int, default=3, show_default=True, help="plain/swivel pairs.")
+@click.option("--rows-per-batch", type=int, default=1_000, show_default=True)
+@click.option("--customers", type=int, default=200, show_default=True)
+def overhead(output: str, batches: int, rounds: int, rows_per_batch: int, customers: int) -> None:
+    """The same keyed query in plain PySpark and under the full Swivel runtime (agent,
+    control client, tags, load metrics; no reconfiguration), phases alternated."""
+    from swivel.jobs.migration.overhead import run_overhead_bench
 
-    _emit(run_overhead_bench(batches=batches, rounds=rounds), output)
+    report = run_overhead_bench(
+        batches=batches, rounds=rounds, rows_per_batch=rows_per_batch, customers=customers
+    )
+    _emit(report, output)
 
 
 COMMANDS = (migration, overhead)
