@@ -14,6 +14,7 @@ its `/metrics` (docs/control-protocol.md, "Loads").
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,7 @@ class LoadSnapshot:
     window_s: float
     bins: dict[int, BinStats] = field(default_factory=dict)
     executors: dict[str, ExecutorStats] = field(default_factory=dict)
+    state_error: str | None = None  # why state rows/bytes are missing, if they are
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,7 +98,10 @@ def measure(
         held.jvm_memory_used, held.jvm_memory_max = info.memory_used, info.max_memory
     snapshot.executors = {e: s for e, s in snapshot.executors.items() if e in infos}
     if checkpoint is not None:
-        _add_state(internals, query, checkpoint, snapshot)
+        try:
+            _add_state(internals, query, checkpoint, snapshot)
+        except Exception as error:  # state sizes are an extra: the busy times still count
+            snapshot.state_error = str(error).splitlines()[0][:300]
     return snapshot
 
 
@@ -112,8 +117,7 @@ def _batch_durations(query: Any, batches: list[int]) -> dict[int, float]:
 def _add_state(
     internals: SparkInternals, query: Any, checkpoint: str, snapshot: LoadSnapshot
 ) -> None:
-    frame = internals.spark.read.format("statestore").load(checkpoint)
-    rows = {int(r[0]): int(r[1]) for r in frame.groupBy("partition_id").count().collect()}
+    rows = state_rows_per_bin(internals.spark, checkpoint)
     progress = query.lastProgress or {}
     operators = progress.get("stateOperators") or [{}]
     total_rows = sum(int(op.get("numRowsTotal", 0)) for op in operators)
@@ -127,6 +131,33 @@ def _add_state(
         stats.state_bytes = int(count * per_row)
         snapshot.executors.setdefault(stats.executor, ExecutorStats(stats.executor))
         snapshot.executors[stats.executor].state_bytes += stats.state_bytes
+
+
+def state_rows_per_bin(spark: Any, checkpoint: str) -> dict[int, int]:
+    """State rows per partition (bin) over every stateful operator of the checkpoint.
+
+    The `statestore` reader reads one operator's default store; TransformWithState
+    operators need one read per state variable (`stateVarName`), which the
+    `state-metadata` reader lists in `operatorProperties`."""
+    reader = spark.read
+    rows: dict[int, int] = {}
+
+    def add(frame: Any) -> None:
+        for row in frame.groupBy("partition_id").count().collect():
+            rows[int(row[0])] = rows.get(int(row[0]), 0) + int(row[1])
+
+    metadata = reader.format("state-metadata").load(checkpoint).collect()
+    for operator in metadata:
+        properties = json.loads(operator["operatorProperties"] or "{}")
+        variables = [v.get("stateName") for v in properties.get("stateVariables") or []]
+        base = reader.format("statestore").option("operatorId", int(operator["operatorId"]))
+        if not variables:
+            add(base.option("storeName", operator["stateStoreName"]).load(checkpoint))
+        for name in variables:
+            add(base.option("stateVarName", name).load(checkpoint))
+    if not metadata:  # a checkpoint written before operator metadata existed
+        add(reader.format("statestore").load(checkpoint))
+    return rows
 
 
 def collect_loads(
@@ -236,4 +267,5 @@ def loads_document(
         "coordinationSeconds": round(coordination_s, 6),
         "processingSeconds": round(processing_s, 6),
         "coordinationIntervalSeconds": interval_s,
+        **({"stateError": snapshot.state_error} if snapshot.state_error else {}),
     }
