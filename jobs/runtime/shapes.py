@@ -106,12 +106,6 @@ class Shape:
     splits: Mapping[str, tuple[str, ...]]
     function_operators: int
 
-    def region_of(self, operator: str) -> Region | None:
-        for step in self.steps:
-            if isinstance(step, Region) and operator in step.operators:
-                return step
-        return None
-
 
 def _field(name: str, suffix: str = "") -> str:
     return f"spec.dataflow.operators[{name}]{suffix}"
@@ -323,19 +317,36 @@ def _joinable(
     return index
 
 
-def _regions(
-    group: _Group, inputs: Mapping[str, tuple[str, ...]], consumers: Mapping[str, tuple[str, ...]]
-) -> list[Region]:
+def _exits(group: _Group, consumers: Mapping[str, tuple[str, ...]]) -> list[str]:
     members = set(group.operators)
-    exits = [n for n in group.operators if any(c not in members for c in consumers[n])]
+    return [n for n in group.operators if any(c not in members for c in consumers[n])]
+
+
+def _regions(
+    group: _Group,
+    inputs: Mapping[str, tuple[str, ...]],
+    consumers: Mapping[str, tuple[str, ...]],
+    *,
+    recut: bool = True,
+) -> list[Region]:
+    exits = _exits(group, consumers)
     ops = group.operators
     linear = all(
         inputs[n] == (prev,) and consumers[prev] == (n,) for prev, n in itertools.pairwise(ops)
     )
     if len(exits) == 1:
         return [Region(tuple(group.operators), exits[0], group.producer, group.hashed, linear)]
-    # Several exits: one pass cannot hand its rows to several readers. Cut it back into
-    # linear chains; the shared outputs become split fan-outs.
+    if recut:
+        # Several exits: one pass cannot hand its rows to several readers. First cut the
+        # group after each exit (its output becomes a frame its in-group consumers read as
+        # their producer: `parse -> {k (keyed), a, b} , a, b -> union` keeps a, b and the
+        # union in one pass); each part that still has several exits becomes linear chains.
+        return [
+            region
+            for part in _cut_at(group, set(exits), inputs)
+            for region in _regions(part, inputs, consumers, recut=False)
+        ]
+    # Cut it back into linear chains; the shared outputs become split fan-outs.
     chains: list[list[str]] = []
     chain_of: dict[str, int] = {}
     for name in group.operators:
@@ -357,6 +368,37 @@ def _regions(
             producer, hashed = (ins[0] if len(set(ins)) == 1 else None), None
         regions.append(Region(tuple(chain_members), chain_members[-1], producer, hashed, True))
     return regions
+
+
+def _cut_at(
+    group: _Group, barrier: set[str], inputs: Mapping[str, tuple[str, ...]]
+) -> list[_Group]:
+    """Regroup `group`'s operators so that no part runs an operator of `barrier` and one
+    of its consumers: a barrier's output is a frame, read by its consumers' part."""
+    parts: list[_Group] = []
+    part_of: dict[str, int] = {}
+    by_producer: dict[str, int] = {}
+    for name in group.operators:
+        ins = inputs[name]
+        joined = None
+        if name != group.operators[0]:
+            inside = {n: i for n, i in part_of.items() if n not in barrier}
+            joined = _joinable(ins, parts, inside, by_producer)
+        if joined is not None:
+            parts[joined].operators.append(name)
+            part_of[name] = joined
+            continue
+        if name == group.operators[0]:
+            parts.append(_Group([name], group.producer, group.hashed))
+        else:
+            producer = ins[0] if len(set(ins)) == 1 else None
+            parts.append(_Group([name], producer, None))
+            if producer is not None and producer not in by_producer:
+                by_producer[producer] = len(parts) - 1
+        part_of[name] = len(parts) - 1
+        if name == group.operators[0] and group.producer is not None:
+            by_producer.setdefault(group.producer, 0)
+    return parts
 
 
 def _reads(step: Step, inputs: Mapping[str, tuple[str, ...]]) -> list[str]:

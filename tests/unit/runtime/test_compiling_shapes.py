@@ -3,6 +3,7 @@ session: `shapes.plan_shape` is pure, the merge rules work on column lists / Str
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,27 @@ def test_branches_meeting_after_a_keyed_operator_split_the_shared_stateless_inpu
     )
     assert shape.splits == {"parse": ("s", "k")}
     assert shape.replicated == {"in", "parse"}  # Spark evaluates them once per branch
+
+
+def test_a_diamond_beside_a_keyed_branch_stays_one_pass_below_the_split() -> None:
+    shape = plan_shape(
+        job(
+            src(),
+            op("parse", "in"),
+            keyed("k", hashed("parse")),
+            op("a", "parse"),
+            op("b", "parse"),
+            union("u", "a", "b"),
+            sink("x", "u"),
+            sink("y", "k"),
+        )
+    )
+    assert shape.steps == (
+        Region(("parse",), "parse", "in"),
+        Region(("a", "b", "u"), "u", "parse", None, linear=False),
+        KeyedStep("k"),
+    )
+    assert shape.splits == {"parse": ("a", "k")}
 
 
 def test_several_sinks_are_unioned_into_the_one_sink() -> None:
@@ -345,3 +367,63 @@ def test_a_chunk_view_answers_every_operator_with_the_first_snapshot_of_the_chun
     view.begin()
     assert view.current("a").config_version == 2
     assert feed.reads == ["a", "b", "b", "a"]  # every operator still registers with the feed
+
+
+# --- invariants on random DAGs ------------------------------------------------------------
+
+
+def random_job(rng: random.Random) -> StreamJobSpec:
+    operators: list[dict[str, Any]] = [src()]
+    names = ["in"]
+    for index in range(rng.randint(1, 9)):
+        name = f"o{index}"
+        parents = rng.sample(names, k=min(len(names), rng.choice([1, 1, 1, 2, 3])))
+        kind = rng.choice(["map", "map", "map", "keyed", "union"])
+        if kind == "keyed":
+            operators.append(keyed(name, *(hashed(p) for p in parents)))
+        elif kind == "union":
+            operators.append(union(name, *parents))
+        elif rng.random() < 0.2:
+            operators.append(op(name, *(hashed(p, "merchant") for p in parents)))
+        else:
+            operators.append(op(name, *parents))
+        names.append(name)
+    fed = {i["from"] if isinstance(i, dict) else i for o in operators for i in o.get("inputs", [])}
+    ends = [n for n in names if n not in fed]
+    for position, end in enumerate(ends):
+        operators.append(sink(f"sink{position}", end))
+    return job(*operators)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_every_accepted_random_dag_is_cut_into_well_formed_steps(seed: int) -> None:
+    spec = random_job(random.Random(seed))
+    try:
+        shape = plan_shape(spec)
+    except CompileError as error:
+        assert "state would be kept twice" in error.reason, error
+        return
+    body = [n for n in shape.order if n != shape.source and n not in shape.sinks]
+    placed = [
+        name
+        for step in shape.steps
+        for name in (step.operators if isinstance(step, Region) else (step.operator,))
+    ]
+    assert sorted(placed) == sorted(body)  # every operator exactly once
+    frames = {shape.source}
+    for step in shape.steps:
+        if isinstance(step, KeyedStep):
+            assert set(shape.inputs[step.operator]) <= frames
+            frames.add(step.operator)
+            continue
+        members = set(step.operators)
+        outside = [n for n in step.operators if set(shape.consumers[n]) - members]
+        assert outside == [step.exit]  # one exit
+        reads = {step.producer} if step.producer else set(shape.inputs[step.operators[0]])
+        assert reads <= frames  # read only frames built before
+        for name in step.operators[1:]:
+            allowed = members | ({step.producer} if step.producer else set())
+            assert set(shape.inputs[name]) <= allowed
+        frames.add(step.exit)
+    for sink_name in shape.sinks:
+        assert set(shape.inputs[sink_name]) <= frames
