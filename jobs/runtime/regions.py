@@ -84,12 +84,21 @@ def run_region(
     view: ChunkView | None,
     chunks: Iterator[pd.DataFrame],
 ) -> Iterator[pd.DataFrame]:
+    readers: dict[str, int] = {}
+    for step in steps:
+        for name in step.inputs:
+            readers[name] = readers.get(name, 0) + 1
     for chunk in chunks:
         if view is not None:
             view.begin()
         outputs: dict[str, pd.DataFrame] = {CHUNK: chunk}
         for step in steps:
-            pdf = _merged(step, [outputs[name] for name in step.inputs])
+            # A fan-out gives each branch its own copy: a function that writes into its
+            # input in place must not change the rows another branch reads.
+            frames = [
+                outputs[name].copy() if readers[name] > 1 else outputs[name] for name in step.inputs
+            ]
+            pdf = _merged(step, frames)
             if step.runner is not None:
                 pdf = next(run_stateless_chain([step.runner], iter([pdf])))
             outputs[step.name] = pdf

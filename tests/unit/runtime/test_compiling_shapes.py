@@ -16,7 +16,7 @@ from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.choosing import parts
 from swivel.jobs.runtime.compiling import linear_chain, merged_schema
-from swivel.jobs.runtime.regions import ChunkView
+from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
 from swivel.jobs.runtime.shapes import CompileError, KeyedStep, Region, merged_columns, plan_shape
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
@@ -367,6 +367,19 @@ def test_a_chunk_view_answers_every_operator_with_the_first_snapshot_of_the_chun
     view.begin()
     assert view.current("a").config_version == 2
     assert feed.reads == ["a", "b", "b", "a"]  # every operator still registers with the feed
+
+
+def test_a_region_hands_each_branch_its_own_rows_and_concatenates_at_the_merge() -> None:
+    steps = (
+        RegionStep("a", (CHUNK,), ("x", "_swivel_tag_0"), None),
+        RegionStep("b", (CHUNK,), ("x", "_swivel_tag_0"), None),
+        RegionStep("u", ("a", "b"), ("x", "_swivel_tag_0"), None),
+    )
+    chunk = pd.DataFrame({"x": [1, 2], "_swivel_tag_0": [0, 7]})
+    (out,) = run_region(steps, "u", None, iter([chunk]))
+    assert list(out["x"]) == [1, 2, 1, 2] and list(out["_swivel_tag_0"]) == [0, 7, 0, 7]
+    out.loc[0, "x"] = 99
+    assert list(chunk["x"]) == [1, 2]  # the branches read copies
 
 
 # --- invariants on random DAGs ------------------------------------------------------------
