@@ -89,7 +89,7 @@ class AgentCalls:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
 
-    def submit(self, body: dict[str, Any], retry_s: float = 120.0) -> dict[str, Any]:
+    def submit(self, body: dict[str, Any], retry_s: float = 600.0) -> dict[str, Any]:
         """POST /v1/plans, retrying while the previous plan's transition is retired (409)."""
         deadline = time.monotonic() + retry_s
         while True:
