@@ -48,6 +48,7 @@ class Worker:
     operators: set[str] = field(default_factory=set)
     last_seen: float = 0.0
     watching: int = 0  # long-polls in flight: a worker blocked in one is alive
+    hosting_since: dict[str, float] = field(default_factory=dict)  # operator -> first seen
 
 
 class Hub:
@@ -163,8 +164,12 @@ class Hub:
         worker = self.workers.get(pid)
         if worker is None:
             worker = self.workers[pid] = Worker(pid)
-        worker.operators.update(op for op in operators if op)
-        worker.last_seen = self._clock()
+        now = self._clock()
+        for op in operators:
+            if op and op not in worker.operators:
+                worker.operators.add(op)
+                worker.hosting_since[op] = now
+        worker.last_seen = now
         return worker
 
     def live_workers(self) -> list[Worker]:
@@ -280,7 +285,16 @@ class Hub:
             )  # fmt: skip
 
     def _expected(self, record: PlanRecord) -> frozenset[plans.WorkerOperator]:
-        hosted = ((w.pid, op) for w in self.live_workers() for op in w.operators)
+        """Live workers that hosted a target when the plan was accepted: a worker that
+        starts hosting it later (a freshly forked Python worker) never ran the old version,
+        so it has nothing to switch; its records still count towards propagation."""
+        accepted = record.timings.accepted_at
+        hosted = (
+            (w.pid, op)
+            for w in self.live_workers()
+            for op in w.operators
+            if accepted is None or w.hosting_since.get(op, 0.0) <= accepted
+        )
         return plans.expected_workers(record, hosted)
 
     # -- acknowledgements -----------------------------------------------------------------

@@ -74,6 +74,24 @@ def test_a_silent_worker_ages_out_and_the_plan_completes(tmp_path: Path) -> None
     assert done.phase.value == "Completed" and done.delay_ms == 0.0
 
 
+def test_a_worker_that_starts_hosting_a_target_after_acceptance_has_nothing_to_switch(
+    tmp_path: Path,
+) -> None:
+    """PySpark forks Python workers as it needs them: one born after the plan was accepted
+    never ran the old version, so the delay must not wait for its first batch."""
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent._register(1, ["customer-detector"])
+    record = agent.submit(body())
+    clock.now += 0.01
+    agent._register(2, ["customer-detector"])  # forked after acceptance, not busy yet
+    clock.now += 0.02
+    agent.record_acks([{"pid": 1, "operator": "customer-detector", "version": 2, "at": clock.now}])
+    done = agent.plan(record.id)
+    assert done.phase.value == "Completed"  # not waiting for worker 2's first batch
+    assert done.delay_ms == pytest.approx(30.0)
+
+
 def test_a_plan_that_never_completes_fails_visibly(tmp_path: Path) -> None:
     clock = Clock()
     agent = hub(tmp_path, clock, plan_timeout_s=60)
