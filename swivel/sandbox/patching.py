@@ -25,16 +25,26 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge recursively, `null` deletes, anything else replaces."""
+    """RFC 7386: objects merge recursively, `null` deletes, anything else replaces. A new
+    object; neither argument changes (the target is copied once, not once per level)."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    _merge_into(result, patch)
+    return result
+
+
+def _merge_into(result: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            if not isinstance(current, dict):
+                current = result[key] = {}
+            _merge_into(current, value)
         else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+            result[key] = copy.deepcopy(value)
 
 
 # JSON patch (RFC 6902).
