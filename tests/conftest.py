@@ -1,5 +1,11 @@
 """Shared fixtures. `spark`: ONE local SparkSession for the whole test session, created on
-first use (tests that do not ask for it never start a JVM) and used by every Spark test."""
+first use (tests that do not ask for it never start a JVM) and used by every Spark test.
+
+`getOrCreate` hands back any session that is still active, whatever master and settings were
+asked for: a session another fixture left running (the cluster tests' standalone session)
+would silently run the local tests on another master (there, a failed task is retried 4
+times). The fixture refuses such a session instead of adopting it.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,26 @@ from typing import Any
 
 import pytest
 
+MASTER = "local[2]"  # local mode: a failed task fails its job (no retry)
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Python workers must run this interpreter (the venv with swivel installed), not the
     # `python3` first on PATH.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    active = SparkContext._active_spark_context
+    if active is not None and active.master != MASTER:
+        pytest.fail(
+            f"a SparkContext on {active.master} ({active.appName}) is still running: the "
+            f"fixture that started it did not stop it; the local tests need {MASTER}"
+        )
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(MASTER)
         .appName("swivel-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -34,6 +49,9 @@ def spark() -> Iterator[Any]:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
         .config("spark.python.worker.reuse", "true")
+        # Set, not inherited: a JVM an earlier session started keeps that session's settings
+        # as defaults (the cluster tests' spark.local.dir is a folder they delete).
+        .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

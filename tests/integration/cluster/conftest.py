@@ -1,5 +1,11 @@
-"""A local standalone Spark cluster for this folder only: master + workers from the pip
-package's `spark-class`, one driver session with 2 executors, torn down with the package.
+"""A local standalone Spark cluster for the migration tests: master + workers from the pip
+package's `spark-class`, one driver session with 2 executors, torn down after the module.
+
+Module scope, not package scope: this folder has no `__init__.py`, and pytest (8+) then
+finds no Package for a "package" fixture and keeps it until the end of the whole session.
+The cluster and its driver session outlived this folder, and the shared `spark` fixture
+(tests/conftest.py) got this session back from `getOrCreate`: the runtime tests ran on the
+standalone cluster, where a failed task is retried (spark.task.maxFailures = 4).
 
 The driver is started while one worker (2 cores) is up, so its two 1-core executors land
 there and the executor target is pinned at 2; the second worker joins as spare capacity
@@ -21,7 +27,7 @@ from swivel.jobs.migration.cluster import LocalCluster
 BINS = 8
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     from pyspark import SparkContext
 
@@ -35,14 +41,23 @@ def cluster() -> Iterator[LocalCluster]:
         local.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def cluster_spark(cluster: LocalCluster) -> Iterator[Any]:
-    session = cluster.session(
-        executors=2,
-        bins=BINS,
-        app_name="swivel-cluster-tests",
-        conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"},
-    )
+    try:
+        session = cluster.session(
+            executors=2,
+            bins=BINS,
+            app_name="swivel-cluster-tests",
+            conf={"spark.sql.streaming.numRecentProgressUpdates": "1000"},
+        )
+    except BaseException:
+        # The session may exist (e.g. its executors did not register in time): stop it, or
+        # the next folder's getOrCreate would be handed a session on a stopped cluster.
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+        raise
     logging.getLogger("py4j").setLevel(logging.WARNING)
     cluster.add_worker(wait=False)  # spare capacity for scale-out, registers in ~10 s
     try:
