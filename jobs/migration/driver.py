@@ -39,7 +39,7 @@ from swivel.jobs.migration.actions import MigrationActions
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import LoadSnapshot, loads_document, measure
 
-DEFAULT_COORDINATION_INTERVAL_S = 30.0
+DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
 COORDINATION_ACTION = "set-coordination"
 Measure = Callable[..., LoadSnapshot]
 
