@@ -220,7 +220,7 @@ class MigrationDriver:
         self._post("/v1/driver/migration", body)
 
     def _post(self, path: str, body: dict[str, Any]) -> None:
-        if self.agent is None:
+        if self.agent is None or self._stopping.is_set():  # stopping: the agent may be gone
             return
         try:
             self.agent._request("POST", path, body)
