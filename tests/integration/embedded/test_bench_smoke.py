@@ -1,27 +1,81 @@
-"""`swivel bench reconfiguration` at smoke size: the JSON contract, and fries consistent."""
+"""`swivel bench reconfiguration` at smoke size: the JSON contract, and fries consistent.
+
+Kept short with the benchmark's hidden options: one trial per scheduler, each swap requested
+at the next batch instead of after the surge has made batches long (`--surge-batch-s 0`: the
+surge's backlog grows batch after batch, so on a loaded machine every later wait is longer),
+and no extra time on the cheap model (`--after-s 0`). Every scheduler still swaps the model
+inside a running micro-batch of the real job, and the schedule is still recorded and checked.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-# Unstable: ~150 s on a quiet machine, but a clean-clone CI run hit the 400 s limit.
-pytestmark = [pytest.mark.spark, pytest.mark.unstable, pytest.mark.timeout(420)]
+# Unstable: ~150 s on a quiet machine, but a clean-clone CI run hit the 400 s limit. Not yet
+# shown fast under load (see the issue note): keep the mark until 3 runs in a row pass.
+pytestmark = [pytest.mark.spark, pytest.mark.unstable, pytest.mark.timeout(480)]
+
+LIMIT_S = 400.0
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    """The end of the benchmark's log, without the query plan Spark prints after an error."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return text.split("=== Streaming Query ===", 1)[0][-chars:]
+
+
+def _kill_left_over(marker: str) -> None:
+    """SIGKILL the processes whose command line names `marker` (this test's work folder):
+    the agent the benchmark started runs in a session of its own."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+
+
+def _run(command: list[str], log: Path, workdir: Path) -> tuple[int, str]:
+    """Run the benchmark; past LIMIT_S interrupt it (its `finally` blocks stop the agent and
+    Spark), then kill whatever is left: no orphaned agent or JVM."""
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+        )
+        try:
+            out, _ = process.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.communicate(timeout=45)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+            _kill_left_over(str(workdir))
+            pytest.fail(f"the benchmark ran over {LIMIT_S:g} s; its log ends with:\n{_tail(log)}")
+    return process.returncode, out
 
 
 def test_bench_prints_the_contract(tmp_path: Path) -> None:
-    result = subprocess.run(
+    log, workdir = tmp_path / "bench.stderr", tmp_path / "work"
+    returncode, out = _run(
         [sys.executable, "-m", "swivel", "bench", "reconfiguration", "--output", "json",
-         "--trials", "1", "--size", "smoke", "--surge-batch-s", "1.5", "--after-s", "0.5",
-         "--workdir", str(tmp_path)],
-        check=False, capture_output=True, text=True, timeout=400,
+         "--trials", "1", "--size", "smoke", "--surge-batch-s", "0", "--after-s", "0",
+         "--workdir", str(workdir)],
+        log,
+        workdir,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    document = json.loads(result.stdout)
+    assert returncode == 0, _tail(log)
+    document = json.loads(out)
     schedulers = document["schedulers"]
     assert set(schedulers) == {"fries", "epoch", "restart", "naive"}
     for entry in schedulers.values():
@@ -32,3 +86,4 @@ def test_bench_prints_the_contract(tmp_path: Path) -> None:
     assert schedulers["fries"]["delay_ms"]["p50"] is not None
     assert set(document["ratios"]) == {"fries/epoch", "fries/restart"}
     assert document["control_channel"]["ratio"] > 0
+    print("bench smoke:", json.dumps(document.get("setup")))
