@@ -85,3 +85,26 @@ def test_bad_numbers_in_the_query_are_400(url: str) -> None:
     for query in ("watch=true&timeoutSeconds=soon", "limit=many"):
         code, body, _ = _call(url, "GET", f"/api/v1/configmaps?{query}")
         assert code == 400 and body["reason"] == "BadRequest"
+
+
+def test_requests_are_counted_by_client_verb_and_resource(url: str) -> None:
+    def counts() -> dict[str, int]:
+        code, body, _ = _call(url, "GET", "/sandbox/requests")
+        assert code == 200
+        found: dict[str, int] = body
+        return found
+
+    before = counts()
+    agent = {"User-Agent": "probe/1.0 (tests)"}
+    _call(url, "GET", "/api/v1/namespaces/default/configmaps", **agent)
+    _call(url, "GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=0", **agent)
+    _call(url, "GET", "/api/v1/namespaces/default/configmaps/missing", **agent)
+    _call(url, "PATCH", "/api/v1/namespaces/default/pods/missing/status", {}, **agent)
+    after = counts()
+    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    assert grown == {
+        "probe list configmaps": 1,
+        "probe watch configmaps": 1,
+        "probe get configmaps": 1,
+        "probe patch pods/status": 1,
+    }

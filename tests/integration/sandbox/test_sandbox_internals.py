@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pstats
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from swivel.sandbox import patching, routing, schemas, tables
 from swivel.sandbox.errors import ApiError
 from swivel.sandbox.registry import Registry
 from swivel.sandbox.resources import Endpoint
+from swivel.sandbox.sampling import summary
 from swivel.sandbox.selectors import label_selector
 from swivel.sandbox.store import Store
 
@@ -249,3 +253,17 @@ def test_status_bodies_are_json_status_objects() -> None:
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": "nope", "reason": "Conflict", "code": 409, "details": {"name": "x"},
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_the_profiler_runs_a_module_and_leaves_its_profile(tmp_path: Path, trace: bool) -> None:
+    """`python -m swivel.sandbox.sampling` (what `operator_reaction.py --profile` uses)."""
+    out = tmp_path / ("profile.pstats" if trace else "profile.samples")
+    command = [sys.executable, "-m", "swivel.sandbox.sampling", "--out", str(out)]
+    command += ["--trace"] if trace else ["--every", "0.001"]
+    command += ["--", "-m", "timeit", "-n", "20000", "sorted(range(300), key=str)"]
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    if trace:
+        assert pstats.Stats(str(out)).total_calls > 0
+    else:
+        assert summary(out).startswith("busy samples: ") and "timeit" in out.read_text()
