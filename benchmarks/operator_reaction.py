@@ -1,6 +1,7 @@
 """How fast the operator reacts: Reconfiguration applied -> plan delivered to the agent.
 
-    python benchmarks/operator_reaction.py [--jobs 1,100] [--reconfigurations 20] [--output json]
+    python benchmarks/operator_reaction.py [--jobs 1,100@5,100] [--reconfigurations 20]
+        [--rate R] [--keep-completed] [--profile sample|trace] [--workdir DIR] [--output json]
 
 What runs (all on this machine, no Spark):
 
@@ -31,9 +32,15 @@ rounds' window, divided by its length. Goal: p99 <= 1 s for 1 and for 100 jobs.
 
 By default each round's Reconfigurations are deleted once Completed, so every round meets
 the same namespace (the steady state). `--keep-completed` keeps them, as users keep them
-(the audit trail): the operator lists every Reconfiguration of the namespace in each step
-and each health tick, so with 100 jobs the rounds slow down as they accumulate
-(docs/operator.md, "Reaction benchmark").
+(the audit trail): the operator lists only one job's Reconfigurations (by the label
+`swivel.dev/job`), so the rounds stay flat as they accumulate (docs/operator.md,
+"Reaction benchmark").
+
+`--jobs` takes scenarios, `COUNT` (at `--rate`, default a burst) or `COUNT@RATE`, run one
+after the other (e.g. `1,100@5,100`), each in its own namespace, its jobs deleted at its
+end. The report has, per Reconfiguration, the CPU ms of the sandbox, the operator and this
+process, and the API requests by client (the sandbox's `GET /sandbox/requests`).
+`--profile sample|trace` profiles the sandbox and the operator (`swivel.sandbox.sampling`).
 """
 
 from __future__ import annotations
