@@ -139,4 +139,6 @@ def _disruption(
         return Disruption.RESTART
     if migration is not None and migration.moves:
         return Disruption.LIVE_MIGRATION
-    return Disruption.LIVE_CONTROL if reconfiguration.function_updates else Disruption.NONE
+    # A coordination interval is a driver action, as fast as a control message.
+    live = reconfiguration.function_updates or reconfiguration.coordination is not None
+    return Disruption.LIVE_CONTROL if live else Disruption.NONE
