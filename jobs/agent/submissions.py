@@ -111,12 +111,43 @@ def parse_submission(
                 "(agent started with SWIVEL_AGENT_MIGRATIONS=1, docs/migration.md)",
             )
         )
+    scheduler = override or spec.scheduler.value
+    unprocessable += _switches_above_a_split(spec, job, scheduler)
     if unprocessable:
         raise PlanRejected(422, unprocessable)
-    scheduler = override or spec.scheduler.value
     return Submission(
         name, spec, scheduler, None if requested_at is None else float(requested_at), key
     )
+
+
+def _switches_above_a_split(
+    spec: ReconfigurationSpec, job: StreamJobSpec, scheduler: str
+) -> list[FieldProblem]:
+    """Refuse a switch inside a micro-batch of an operator Spark evaluates once per branch.
+
+    Above a split (`swivel.jobs.runtime.shapes`: a fan-out whose branches meet only after
+    a keyed operator, or end in different sinks) Spark runs the operator once per branch;
+    a switch between those runs would give one record both versions, which no tag can
+    repair. A boundary switch (epoch, restart) is consistent there.
+    """
+    if scheduler not in ("fries", "naive"):
+        return []
+    from swivel.jobs.runtime.shapes import CompileError, plan_shape
+
+    try:
+        replicated = plan_shape(job).replicated
+    except CompileError:
+        return []  # the driver refuses the job itself, with its own field
+    return [
+        FieldProblem(
+            f"spec.functionUpdates[{index}].operator",
+            f"{update.operator!r} runs once per branch of a split in this dataflow "
+            "(docs/runtime.md, Splits), so a switch within a micro-batch could give one "
+            f"record both versions; use scheduler: epoch (or restart), not {scheduler}",
+        )
+        for index, update in enumerate(spec.function_updates)
+        if update.operator in replicated
+    ]
 
 
 def initial_operators(job: StreamJobSpec) -> dict[str, OperatorConfig]:

@@ -224,22 +224,31 @@ class OperatorRunner:
 
 
 def run_stateless_chain(
-    runners: list[OperatorRunner], chunks: Iterator[pd.DataFrame]
+    runners: list[OperatorRunner], chunks: Iterator[pd.DataFrame], *, sliced: bool = True
 ) -> Iterator[pd.DataFrame]:
-    """The body of one `mapInPandas`: a chain of stateless operators, chunk by chunk."""
+    """The body of one `mapInPandas`: a chain of stateless operators, chunk by chunk.
+
+    `sliced=False` checks once per chunk: a region that pins one snapshot per chunk for all
+    its branches (regions.ChunkView) needs every branch to see the whole chunk at once.
+    """
     batch_id, partition = _task_position()
     for chunk in chunks:
         pdf = chunk
         for runner in runners:
-            pdf = _run_stateless(runner, pdf, batch_id, partition)
+            pdf = _run_stateless(runner, pdf, batch_id, partition, sliced=sliced)
         yield pdf
 
 
 def _run_stateless(
-    runner: OperatorRunner, pdf: pd.DataFrame, batch_id: int | None, partition: int | None
+    runner: OperatorRunner,
+    pdf: pd.DataFrame,
+    batch_id: int | None,
+    partition: int | None,
+    *,
+    sliced: bool = True,
 ) -> pd.DataFrame:
     outputs = []
-    for rows in runner.slices(pdf):
+    for rows in runner.slices(pdf) if sliced else iter([pdf]):
         with working_on(runner.plan.name):
             started = time.perf_counter()
             for part in runner.parts(rows, batch_id):

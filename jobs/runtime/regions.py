@@ -100,7 +100,9 @@ def run_region(
             ]
             pdf = _merged(step, frames)
             if step.runner is not None:
-                pdf = next(run_stateless_chain([step.runner], iter([pdf])))
+                # One check per chunk: slices would re-read the feed mid-chunk and let two
+                # branches of one record run under different snapshots.
+                pdf = next(run_stateless_chain([step.runner], iter([pdf]), sliced=view is None))
             outputs[step.name] = pdf
         yield outputs[exit_name]
 
