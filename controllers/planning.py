@@ -31,6 +31,21 @@ def assumed_assignment(bins: int, executors: int) -> dict[int, str]:
     return {b: str(b % executors) for b in range(bins)}
 
 
+# Spark masters that run executors apart from the driver, so bins of state can move
+# between them: Spark on Kubernetes, a standalone master, Spark's local test cluster.
+MULTI_EXECUTOR_MASTERS = ("k8s://", "spark://", "local-cluster")
+
+
+def migrates_bins(master: str) -> bool:
+    """Does a driver on `master` run a MigrationDriver (moves, rescales, loads, coordination)?
+
+    Local Spark (`local`, `local[N]`) is one executor: nothing to move or balance. The
+    driver container and the operator's renderer (the agent's SWIVEL_AGENT_MIGRATIONS) both
+    decide with this.
+    """
+    return master.strip().startswith(MULTI_EXECUTOR_MASTERS)
+
+
 def executor_ids_after_rescale(current: Mapping[int, str], executors: int) -> list[str]:
     """Keep existing executors; add fresh ids, or drain the least-loaded ones first."""
     loads = bins_per_executor(current)

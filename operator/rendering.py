@@ -26,6 +26,7 @@ import yaml
 
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.streamjob import SinkKind, StreamJob, StreamJobSpec
+from swivel.controllers.planning import migrates_bins
 
 Manifest = dict[str, Any]
 
@@ -349,6 +350,15 @@ def _agent_env(owner: Owner) -> list[Manifest]:
     ]
 
 
+def _agent_migration_env(job: StreamJob, owner: Owner) -> list[Manifest]:
+    """SWIVEL_AGENT_MIGRATIONS=1 when the driver runs a MigrationDriver (the same decision as
+    `swivel driver`'s, on the master the job config gives it): the agent then accepts moves,
+    rescales and coordination intervals, and serves the driver's loads to the policies."""
+    if not migrates_bins(spark_conf(job, owner)["spark.master"]):
+        return []
+    return [{"name": "SWIVEL_AGENT_MIGRATIONS", "value": "1"}]
+
+
 def _container_security() -> Manifest:
     return {
         "allowPrivilegeEscalation": False,
@@ -482,6 +492,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         "env": [
             {"name": "SWIVEL_AGENT_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
             {"name": "SWIVEL_AGENT_STATE_DIR", "value": AGENT_STATE_DIR},
+            *_agent_migration_env(job, owner),
         ],
         "ports": [{"name": "agent", "containerPort": AGENT_PORT}],
         "livenessProbe": {"httpGet": probe_path, "periodSeconds": 10, "failureThreshold": 3},

@@ -5,6 +5,13 @@ channel (`$SWIVEL_AGENT_URL`, `$SWIVEL_AGENT_TOKEN`), the Spark settings of the 
 (`sparkConf`: on a cluster Spark on Kubernetes in client mode; in the sandbox the kubelet
 made it `local[2]`), and runs until the query fails (exit 1: the kubelet restarts the
 container, resuming from the checkpoint) or SIGTERM (stop at a batch boundary, exit 0).
+
+On a multi-executor master (Spark on Kubernetes `k8s://...`, a standalone `spark://...`;
+`swivel.controllers.planning.migrates_bins`) a `MigrationDriver` runs beside the query, as
+with `swivel run --master`: it carries out moves and rescales, measures loads for the
+operator's policies and applies coordination intervals (the operator starts the agent with
+`SWIVEL_AGENT_MIGRATIONS=1` then). The Spark UI is switched on for it (its REST task list
+verifies moves and measures loads). Local Spark (the sandbox's `local[2]`) runs none.
 """
 
 from __future__ import annotations
@@ -18,10 +25,25 @@ import click
 
 from swivel.api.errors import SpecError
 from swivel.api.manifests import load_streamjob
+from swivel.api.streamjob import StreamJobSpec
 from swivel.cli.errors import fail
+from swivel.controllers.planning import migrates_bins
 
 _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
 DEFAULT_CHECKPOINT_ROOT = "/var/lib/swivel/checkpoints"
+LOCAL_MASTER = "local[2]"
+
+
+def driver_setup(spec: StreamJobSpec) -> tuple[str, bool, StreamJobSpec]:
+    """(the master, whether a MigrationDriver runs beside the query, the spec with the Spark
+    settings the session starts with: the UI on and one task per bin when it does)."""
+    master = spec.spark_conf.get("spark.master", LOCAL_MASTER)
+    if not migrates_bins(master):
+        return master, False, spec
+    from swivel.jobs.migration.driver import migration_spark_conf
+
+    conf = migration_spark_conf(spec.spark_conf)
+    return master, True, spec.model_copy(update={"spark_conf": conf})
 
 
 @click.command("driver")
@@ -43,8 +65,7 @@ def command(job_path: Path, boundary_timeout: float) -> None:
     from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
     from swivel.jobs.runtime.feeds import AgentFeed
 
-    spec = job.spec
-    master = spec.spark_conf.get("spark.master", "local[2]")
+    master, migrations, spec = driver_setup(job.spec)
     checkpoint = spec.checkpoint.location or f"{DEFAULT_CHECKPOINT_ROOT}/{job.name}"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -58,13 +79,23 @@ def command(job_path: Path, boundary_timeout: float) -> None:
         agent=AgentDriverChannel(url, token),
     )
     runtime.start()
-    click.echo(f"swivel driver: {job.name} runs (master {master}, checkpoint {checkpoint})")
+    migration = None
+    if migrations:
+        from swivel.jobs.migration.driver import start_migration_driver
+
+        migration = start_migration_driver(
+            spark, spec.dataflow.bins, lambda: runtime.query, url, token, checkpoint=checkpoint
+        )
+    how = "with bin migration" if migration is not None else "without bin migration"
+    click.echo(f"swivel driver: {job.name} runs (master {master}, {how}, checkpoint {checkpoint})")
     failure = None
     while not stop.wait(0.5):
         query = runtime.query
         if query is not None and not query.isActive and query.exception() is not None:
             failure = query.exception()
             break
+    if migration is not None:
+        migration.stop()  # no moves or loads while the query stops
     if failure is not None:
         runtime.stop()
         raise click.ClickException(f"the query failed: {failure}")

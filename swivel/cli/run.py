@@ -151,6 +151,7 @@ def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
     if master is None:
         return None, local_session(job.spec, folder / "spark.log")
     from swivel.jobs.migration.cluster import LocalCluster, free_port
+    from swivel.jobs.migration.driver import migration_spark_conf
     from swivel.jobs.spark_internals import SparkInternals
 
     executors = job.spec.executor.instances
@@ -163,16 +164,14 @@ def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
         cluster = LocalCluster(workers=workers, root=folder / "cluster").start()
         url = cluster.master_url
         click.echo(f"local cluster: {url} ({workers} worker(s), UI {cluster.master_ui})")
-    conf = {
-        "spark.ui.enabled": "true",  # the REST task list verifies moves and measures loads
+    conf = migration_spark_conf({  # the UI on, one task per bin
         "spark.ui.port": str(free_port()),
         "spark.executor.cores": str(job.spec.executor.cores),
         "spark.executor.memory": _jvm_memory(job.spec.executor.memory),
-        "spark.sql.adaptive.enabled": "false",  # one task per bin
         **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
            if cluster is not None else {}),
         **job.spec.spark_conf,
-    }  # fmt: skip
+    })  # fmt: skip
     spec = job.spec.model_copy(update={"spark_conf": conf})
     try:
         spark = local_session(spec, folder / "spark.log", master=url)
@@ -211,18 +210,18 @@ def _jvm_memory(quantity: str) -> str:
 
 def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[Any, Any]:
     """The MigrationDriver beside the runtime, and the policy loop if one was asked for."""
-    from swivel.jobs.migration.driver import MigrationDriver
-    from swivel.jobs.runtime.driver import AgentDriverChannel
+    from swivel.jobs.migration.driver import start_migration_driver
 
     agent = embedded.agent
     checkpoint = str(folder / "checkpoint")
-    migration = MigrationDriver(
+    migration = start_migration_driver(
         embedded.spark,
         embedded.job.spec.dataflow.bins,
         lambda: embedded.runtime.query,
-        AgentDriverChannel(agent.url, agent.token),
+        agent.url,
+        agent.token,
         checkpoint=checkpoint,
-    ).start()
+    )
     if policy is None:
         return migration, None
     from swivel.jobs.migration.policies import start_policy_loop
