@@ -11,7 +11,8 @@ StreamJob run by the full Swivel runtime, on the same 2-executor standalone clus
   plus `MigrationDriver` (boundary listener, loads measured and posted every
   `coordination_interval_s`). No reconfiguration.
 
-Phases alternate plain / swivel / plain / swivel ... on the same session; each phase
+Phases alternate plain, swivel, swivel, plain, plain, ... (ABBA, so a drift of the machine's
+load hits both sides alike) on the same session; each phase
 resumes its own query from its checkpoint, drops `warmup` batches (a resumed query reloads
 its state stores) and records the next `batches` batch durations (triggerExecution). The
 medians of all phases are compared.
@@ -233,7 +234,7 @@ def run_overhead_bench(
     customers: int = 200,
     batches: int = 8,
     warmup: int = 2,
-    rounds: int = 3,
+    rounds: int = 4,
     coordination_interval_s: float = 10.0,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
@@ -263,7 +264,9 @@ def run_overhead_bench(
         plain = _Plain(spark, job, str(root / "plain-checkpoint"))
         swivel = _Swivel(spark, job, root / "swivel", coordination_interval_s)
         for round_index in range(rounds):
-            for mode, side in (("plain", plain), ("swivel", swivel)):
+            order = (("plain", plain), ("swivel", swivel))
+            for mode, side in order if round_index % 2 == 0 else order[::-1]:  # ABBA: a trend
+                # in the machine's load hits both sides alike
                 side.start()
                 durations = _phase(lambda side=side: side.query, warmup, batches)
                 if isinstance(side, _Plain):

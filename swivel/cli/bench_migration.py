@@ -58,7 +58,9 @@ def migration(
 @click.command("overhead")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
 @click.option("--batches", type=int, default=8, show_default=True, help="Measured per phase.")
-@click.option("--rounds", type=int, default=3, show_default=True, help="plain/swivel pairs.")
+@click.option(
+    "--rounds", type=int, default=4, show_default=True, help="Phase pairs (AB, BA, AB, ...)."
+)
 @click.option("--rows-per-batch", type=int, default=1_000, show_default=True)
 @click.option("--customers", type=int, default=200, show_default=True)
 def overhead(output: str, batches: int, rounds: int, rows_per_batch: int, customers: int) -> None:
