@@ -207,7 +207,11 @@ async def get_plan(request: web.Request) -> web.Response:
 async def config(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     active = hub.active_plan
-    document = {**hub.snapshot.to_json(), "activePlan": active.id if active else None}
+    document = {
+        **hub.snapshot.to_json(),
+        "activePlan": active.id if active else None,
+        "coordinationIntervalSeconds": hub.coordination_interval(),
+    }
     return web.json_response(document)
 
 

@@ -455,6 +455,15 @@ class Hub:
         self._save()
         self.check_plan()
 
+    def coordination_interval(self) -> float | None:
+        """The interval of the last coordination the driver confirmed (durable: the plans
+        survive an agent restart), so a restarted driver takes it up (GET /v1/config)."""
+        confirmed = [p.coordination for p in self._state.plans.values() if p.coordination]
+        if not confirmed:
+            return None
+        last = max(confirmed, key=lambda c: float(c.get("appliedAt") or 0.0))
+        return float(last["intervalSeconds"])
+
     def _first_untouched_batch(self) -> int:
         """The first batch id surely not yet running (epoch's applyFromBatch).
 

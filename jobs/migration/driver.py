@@ -286,5 +286,5 @@ def agent_coordination_interval(channel: Any) -> float | None:
         document = channel._request("GET", "/v1/config")
     except (OSError, ValueError):
         return None
-    interval = (document or {}).get("intervalSeconds")
+    interval = (document or {}).get("coordinationIntervalSeconds")
     return float(interval) if isinstance(interval, int | float) and interval > 0 else None

@@ -1,0 +1,105 @@
+"""A restarted driver keeps the coordination interval AIMD chose: the agent serves the
+interval of the last coordination the driver confirmed (`coordinationIntervalSeconds` of
+GET /v1/config, durable across an agent restart) and `start_migration_driver` starts with it.
+Spark is replaced by fakes; the agent is real."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.jobs.migration.driver import (
+    DEFAULT_COORDINATION_INTERVAL_S,
+    agent_coordination_interval,
+    start_migration_driver,
+)
+from swivel.jobs.runtime.driver import AgentDriverChannel
+
+from .conftest import TOKEN
+
+
+@dataclass
+class FakeStreams:
+    listeners: list[Any] = field(default_factory=list)
+
+    def addListener(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    def removeListener(self, listener: Any) -> None:
+        self.listeners.remove(listener)
+
+
+@dataclass
+class FakeSpark:
+    streams: FakeStreams = field(default_factory=FakeStreams)
+
+
+@dataclass
+class FakeMover:
+    bins: int = 16
+    query: Any = None
+    last_boundary: int | None = None
+    closed: bool = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _start(agent: Any, **options: Any) -> Any:
+    return start_migration_driver(
+        FakeSpark(), 16, lambda: None, agent.url, TOKEN, mover=FakeMover(), **options
+    )
+
+
+def _coordinate(agent: Any, call: Any, name: str, interval: float) -> str:
+    body = {
+        "name": name,
+        "spec": {
+            "jobRef": {"name": "fraud-detection"},
+            "coordination": {"intervalSeconds": interval},
+        },
+    }
+    status, document, _ = call(agent.url + "/v1/plans", "POST", body)
+    assert status == 202, document
+    return str(document["id"])
+
+
+def test_a_restarted_driver_takes_the_interval_up_from_the_agent(
+    start_agent: Any, call: Any
+) -> None:
+    agent = start_agent(migrations=True)
+    assert call(agent.url + "/v1/config")[1]["coordinationIntervalSeconds"] is None
+    fresh = _start(agent)  # nothing confirmed yet: the default
+    assert fresh.coordination_interval_s == DEFAULT_COORDINATION_INTERVAL_S
+    fresh.stop()
+
+    # AIMD's plans reach the driver; it confirms each (the second one is the current one).
+    driver = _start(agent)
+    for name, interval in (("aimd-1", 30.0), ("aimd-2", 12.5)):
+        plan_id = _coordinate(agent, call, name, interval)
+        driver.handle({"action": "set-coordination", "planId": plan_id,
+                       "intervalSeconds": interval})  # fmt: skip
+        assert call(agent.url + f"/v1/plans/{plan_id}")[1]["phase"] == "Completed"
+    driver.stop()
+    assert call(agent.url + "/v1/config")[1]["coordinationIntervalSeconds"] == 12.5
+
+    # The agent restarts too (same state dir, same port): the interval is durable.
+    port = agent.port
+    agent.stop()
+    agent = start_agent(port, migrations=True)
+    assert agent_coordination_interval(AgentDriverChannel(agent.url, TOKEN)) == 12.5
+    restarted = _start(agent)
+    try:
+        assert restarted.coordination_interval_s == 12.5  # not the 60 s default
+    finally:
+        restarted.stop()
+
+    explicit = _start(agent, coordination_interval_s=5.0)  # an explicit interval wins
+    assert explicit.coordination_interval_s == 5.0
+    explicit.stop()
+
+
+def test_no_agent_answer_means_the_default(start_agent: Any) -> None:
+    agent = start_agent(migrations=True)
+    agent.stop()  # nobody listens on its port now
+    assert agent_coordination_interval(AgentDriverChannel(agent.url, TOKEN)) is None
