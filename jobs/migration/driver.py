@@ -92,6 +92,9 @@ class MigrationDriver:
         self.last_batches = last_batches
         self.memory_limit_bytes = memory_limit_bytes
         self.latest_loads: dict[str, Any] | None = None
+        self.latest_snapshot: LoadSnapshot | None = None  # shared with the policy loop
+        self._snapshot_taken: float | None = None  # monotonic; None: none, or bins moved since
+        self._measuring = threading.Lock()  # one measurement at a time (loop, policy)
         self._measure = measure_loads
         self._listener: _Boundaries | None = None
         self._stopping = threading.Event()
@@ -121,7 +124,10 @@ class MigrationDriver:
         started = time.monotonic()
         if self.mover.query is not query:
             self.mover.attach(query)  # first batch, or the runtime restarted the query
+        moving = self._migrating()
         self.mover.boundary(batch_id)
+        if moving or self._migrating():
+            self._snapshot_taken = None  # measured on a placement that is changing
         with self._lock:
             self._coordination_s += time.monotonic() - started
             self._processing_s += (duration_ms or 0.0) / 1000.0
@@ -144,11 +150,23 @@ class MigrationDriver:
     def handle(self, action: dict[str, Any]) -> bool:
         """Carry out one driver action (False: not one of ours, e.g. `restart`)."""
         if action.get("action") == COORDINATION_ACTION:
-            self.set_coordination_interval(
-                float(action["intervalSeconds"]), plan_id=action.get("planId")
-            )
+            plan_id = action.get("planId")
+            if not self._confirmed(plan_id):  # a restarted driver replays the agent's actions
+                self.set_coordination_interval(float(action["intervalSeconds"]), plan_id=plan_id)
             return True
         return self.actions.handle(action)
+
+    def _confirmed(self, plan_id: Any) -> bool:
+        """Was this coordination plan confirmed already (by this driver or an earlier one)?
+        Its interval, or a newer one, is then what the driver started with (`GET /v1/config`);
+        applying it again would go back to an older interval for a while."""
+        if self.agent is None or not isinstance(plan_id, str) or not plan_id:
+            return False
+        try:
+            plan = self.agent._request("GET", f"/v1/plans/{plan_id}")
+        except (OSError, ValueError):
+            return False
+        return bool((plan or {}).get("coordination"))
 
     def set_coordination_interval(self, interval_s: float, plan_id: str | None = None) -> None:
         """From now on measure loads at most every `interval_s` seconds; confirm to the agent."""
@@ -186,8 +204,24 @@ class MigrationDriver:
             getattr(self.mover, "_queue", None)
         )
 
+    def shared_snapshot(self, max_age_s: float) -> LoadSnapshot | None:
+        """The loads a policy round decides on: the latest measurement if it is at most
+        `max_age_s` old and no bins moved since, else one taken (and posted) now. None: no
+        batch yet, or bins in motion."""
+        with self._measuring:
+            taken = self._snapshot_taken
+            if taken is not None and time.monotonic() - taken <= max_age_s:
+                return self.latest_snapshot
+            if self._measure_now() is None:
+                return None
+            return self.latest_snapshot
+
     def measure_loads(self) -> dict[str, Any] | None:
         """Measure the last batches and post them (None: no batch yet, or bins in motion)."""
+        with self._measuring:
+            return self._measure_now()
+
+    def _measure_now(self) -> dict[str, Any] | None:
         query, newest = self.mover.query, self.mover.last_boundary
         if query is None or newest is None or self._migrating():
             return None
@@ -202,6 +236,9 @@ class MigrationDriver:
             processing = self._processing_s
             self._coordination_s = self._processing_s = 0.0
         self._last_measured = finished
+        self.latest_snapshot, self._snapshot_taken = snapshot, finished
+        if self._migrating():  # a move began while measuring: not for the next policy round
+            self._snapshot_taken = None
         document = loads_document(
             snapshot,
             measured_at=time.time(),

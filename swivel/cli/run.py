@@ -231,7 +231,13 @@ def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[
         busy = {e: f"{u:.0%}" for e, u in result.to_dict()["utilisation"].items()}
         click.echo(f"policy {policy}: busy {busy}; moves {moves or 'none'}")
 
-    loop = start_policy_loop(migration.mover, policy, checkpoint=checkpoint, on_round=show)
+    loop = start_policy_loop(
+        migration.mover,
+        policy,
+        checkpoint=checkpoint,
+        on_round=show,
+        loads=migration.shared_snapshot,  # one measurement for the loop and the agent
+    )
     click.echo(f"policy {policy} runs beside the job (first round after a minute)")
     return migration, loop
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from swivel.jobs.migration.driver import (
     DEFAULT_COORDINATION_INTERVAL_S,
+    MigrationDriver,
     agent_coordination_interval,
     start_migration_driver,
 )
@@ -43,6 +46,25 @@ class FakeMover:
 
     def close(self) -> None:
         self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def _no_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drivers' long-poll and measuring threads stay off (a long-poll would outlive the
+    agent it polls); the test hands actions to `handle` itself."""
+    monkeypatch.setattr(MigrationDriver, "_follow", lambda self: None)
+    monkeypatch.setattr(MigrationDriver, "_measure_loop", lambda self: None)
+
+
+def _replay(driver: Any, agent: Any, call: Any) -> list[dict[str, Any]]:
+    """What a driver's action follower does from seq 0: every action the agent kept."""
+    actions, seq = [], 0
+    while (answer := call(agent.url + f"/v1/driver/actions?since={seq}&timeout=0"))[0] == 200:
+        action = answer[1]
+        seq = int(action["seq"])
+        driver.handle(action)
+        actions.append(action)
+    return actions
 
 
 def _start(agent: Any, **options: Any) -> Any:
@@ -91,6 +113,14 @@ def test_a_restarted_driver_takes_the_interval_up_from_the_agent(
     restarted = _start(agent)
     try:
         assert restarted.coordination_interval_s == 12.5  # not the 60 s default
+        # Replaying the agent's actions (a restarted follower starts at seq 0) does not go
+        # back to 30 s: coordination plans already confirmed are skipped.
+        seen: list[float] = []
+        original = restarted.set_coordination_interval
+        restarted.set_coordination_interval = lambda i, **k: (seen.append(i), original(i, **k))
+        replayed = _replay(restarted, agent, call)
+        assert [a["intervalSeconds"] for a in replayed] == [30.0, 12.5] and seen == []
+        assert restarted.coordination_interval_s == 12.5
     finally:
         restarted.stop()
 

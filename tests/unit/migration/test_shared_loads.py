@@ -1,0 +1,149 @@
+"""One measurement serves the policy loop and the agent: with `loads` set to the
+MigrationDriver's `shared_snapshot`, a policy round takes the driver's latest measurement
+when it is young enough (and no bins moved since) instead of measuring again. Fakes for
+Spark: a mover that records boundaries and a measurement that counts its calls."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from swivel.jobs.migration import policies
+from swivel.jobs.migration.driver import MigrationDriver
+from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
+from swivel.jobs.migration.policies import PolicyLoop
+
+
+@dataclass
+class FakeQuery:
+    runId: str = "run-1"  # noqa: N815 - Spark's name
+
+
+@dataclass
+class FakeMover:
+    bins: int = 4
+    query: Any = None
+    last_boundary: int | None = None
+    internals: Any = None
+    _active: Any = None
+    _queue: list[Any] = field(default_factory=list)
+    migrated: list[dict[int, str]] = field(default_factory=list)
+
+    def attach(self, query: Any) -> None:
+        self.query = query
+
+    def boundary(self, batch_id: int) -> None:
+        self.last_boundary = batch_id
+
+    def migrate(self, target: dict[int, str], strategy: str, **_: Any) -> Any:
+        self.migrated.append(dict(target))
+        return type("FakeMigration", (), {"kind": "", "to_dict": lambda self: {}})()
+
+    def wait(self, migration: Any, timeout: float) -> Any:
+        return migration
+
+    def close(self) -> None:
+        return None
+
+
+class CountingMeasure:
+    """Executor 0 holds every bin and is busy; executor 1 idles: a rebalance moves one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(
+        self, internals: Any, query: Any, bins: int, batches: Iterable[int], **_: Any
+    ) -> LoadSnapshot:
+        self.calls += 1
+        snapshot = LoadSnapshot(list(batches), window_s=10.0)
+        for b in range(bins):
+            snapshot.bins[b] = BinStats(b, "0", records=100 + b)
+        snapshot.executors = {
+            "0": ExecutorStats("0", busy_s=9.0, window_s=10.0),
+            "1": ExecutorStats("1", busy_s=1.0, window_s=10.0),
+        }
+        return snapshot
+
+
+@pytest.fixture
+def setup(monkeypatch: pytest.MonkeyPatch) -> tuple[MigrationDriver, FakeMover, CountingMeasure]:
+    def no_own_measurement(*_: Any, **__: Any) -> LoadSnapshot:
+        raise AssertionError("the policy loop measured on its own")
+
+    monkeypatch.setattr(policies, "measure", no_own_measurement)
+    query, mover, measure = FakeQuery(), FakeMover(), CountingMeasure()
+    driver = MigrationDriver(
+        spark=None,
+        bins=4,
+        query=lambda: query,
+        mover=mover,  # type: ignore[arg-type]
+        measure_loads=measure,
+    )
+    driver.on_batch_completed(0, "run-1", 1000.0)
+    return driver, mover, measure
+
+
+def _loop(driver: MigrationDriver, mover: FakeMover) -> PolicyLoop:
+    return PolicyLoop(mover, "rebalance", loads=driver.shared_snapshot)  # type: ignore[arg-type]
+
+
+def test_a_round_takes_the_drivers_latest_measurement(setup: Any) -> None:
+    driver, mover, measure = setup
+    document = driver.measure_loads()  # the driver's own measurement (posted to the agent)
+    assert document is not None and measure.calls == 1
+    loop = _loop(driver, mover)
+    loop.round(60.0)
+    assert measure.calls == 1  # read once, served both
+    (result,) = loop.rounds
+    assert result.snapshot is driver.latest_snapshot
+    assert [m.bin for m in result.decision.moves] and mover.migrated
+
+
+def test_a_stale_measurement_is_taken_again_by_the_driver_and_serves_it_too(setup: Any) -> None:
+    driver, mover, measure = setup
+    driver.measure_loads()
+    time.sleep(0.02)
+    loop = _loop(driver, mover)
+    loop.round(0.01)  # the last measurement is older than the round's interval
+    assert measure.calls == 2
+    assert loop.rounds[0].snapshot is driver.latest_snapshot
+    assert driver._remaining_s() > 0  # the driver's loop counts it: no second read soon
+
+
+def test_no_measurement_yet_means_the_driver_measures_once(setup: Any) -> None:
+    driver, mover, measure = setup
+    loop = _loop(driver, mover)
+    loop.round(60.0)
+    assert measure.calls == 1 and driver.latest_loads is not None
+    loop.round(60.0)
+    assert measure.calls == 1 and len(loop.rounds) == 2
+
+
+def test_bins_moving_at_a_boundary_make_the_measurement_unusable(setup: Any) -> None:
+    driver, mover, measure = setup
+    driver.measure_loads()
+    mover._active = object()  # a migration runs through the next boundary
+    driver.on_batch_completed(1, "run-1", 1000.0)
+    loop = _loop(driver, mover)
+    assert loop.round(60.0) == 60.0  # nothing to decide on while bins move
+    assert loop.rounds == [] and measure.calls == 1
+    mover._active = None
+    driver.on_batch_completed(2, "run-1", 1000.0)
+    loop.round(60.0)
+    assert measure.calls == 2 and len(loop.rounds) == 1  # measured on the new placement
+
+
+def test_without_loads_the_loop_measures_itself(
+    setup: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, mover, measure = setup
+    monkeypatch.setattr(policies, "measure", measure)
+    mover.query, mover.last_boundary = FakeQuery(), 0
+    loop = PolicyLoop(mover, "rebalance")  # type: ignore[arg-type]
+    loop.round(60.0)
+    assert measure.calls == 1 and len(loop.rounds) == 1
