@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-# Unstable: ~150 s on a quiet machine, but a clean-clone CI run hit the 400 s limit. Not yet
-# shown fast under load (see the issue note): keep the mark until 3 runs in a row pass.
+# Unstable: ~150 s on a quiet machine, but a clean-clone CI run hit the 400 s limit. With the
+# options above, at load 10-15 on 2 cores: 331 s and 372 s (batches of 5-30 s: the 8-batch
+# control-channel phase and the surge's growing backlog dominate; the options the CLI has do
+# not reach them). Keep the mark until the smoke sizing is smaller and 3 runs in a row pass.
 pytestmark = [pytest.mark.spark, pytest.mark.unstable, pytest.mark.timeout(480)]
 
 LIMIT_S = 400.0
