@@ -67,7 +67,7 @@ def _libc_prctl() -> Any:
 _prctl = _libc_prctl()  # looked up before any fork: the child only calls it
 
 
-def _die_with_parent(parent: int) -> Any:
+def die_with_parent(parent: int) -> Any:
     """A `preexec_fn`: the child gets SIGTERM when the thread that forked it dies."""
 
     def setup() -> None:
@@ -176,7 +176,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # its own process group: stop() ends exactly it
-                preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509 (prctl only)
+                preexec_fn=die_with_parent(os.getpid()),  # noqa: PLW1509 (prctl only)
             )
         process = _Process(name, popen, log)
         self._processes.append(process)

@@ -19,6 +19,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swivel.jobs.migration.cluster import die_with_parent
+
 
 class AgentStartFailed(RuntimeError):  # noqa: N818 - the name is the condition
     """The agent process exited or did not answer in time."""
@@ -64,8 +66,15 @@ class LocalAgent:
         env["SWIVEL_AGENT_TOKEN"] = self.token
         log_path = self.log_path or self.state_dir / "agent.log"
         with log_path.open("ab") as log:
+            # Its own session (a terminal's Ctrl-C reaches the job, which stops the agent
+            # in order), but it dies with this process if that is killed outright.
             self._process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(os.getpid()),  # noqa: PLW1509 (prctl only)
             )
         self._wait_healthy(timeout_s, log_path)
         return self

@@ -133,8 +133,12 @@ class TrialRunner:
         progress = self.runtime.progress
         return float(progress[-1]["durationMs"] or 0) if progress else 0.0
 
-    def wait_for_long_batches(self, timeout_s: float = 240.0) -> float:
-        """Until a batch took `surge_batch_s`; then a random point inside the next one."""
+    def wait_for_long_batches(self, timeout_s: float | None = None) -> float:
+        """Until a batch took `surge_batch_s`; then a random point inside the next one.
+
+        On a machine fast enough that batches never get that long, go after ~15 of them."""
+        if timeout_s is None:
+            timeout_s = max(30.0, 15 * self.surge_batch_s)
         deadline = time.monotonic() + timeout_s
         seen = len(self.runtime.progress)
         while True:
