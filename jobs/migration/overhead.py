@@ -285,11 +285,20 @@ def run_overhead_bench(
         loads_posted = swivel.driver is not None and swivel.driver.latest_loads is not None
         plain_ms = statistics.median(samples["plain"])
         swivel_ms = statistics.median(samples["swivel"])
+        pairs = [  # swivel / plain per round: robust to the machine's load drifting
+            round(by["swivel"] / by["plain"], 3)
+            for by in (
+                {p["mode"]: p["median_ms"] for p in phases if p["round"] == r}
+                for r in range(rounds)
+            )
+        ]
         return {
             "plain_batch_ms": plain_ms,
             "swivel_batch_ms": swivel_ms,
             "ratio": round(swivel_ms / plain_ms, 3),
             "goal": 1.10,
+            "pair_ratios": pairs,
+            "pair_ratio_median": statistics.median(pairs),
             "samples": {k: len(v) for k, v in samples.items()},
             "phases": phases,
             "swivel_runtime": {
