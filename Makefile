@@ -39,7 +39,7 @@ test: lint ## Everything CI runs: lint, then all tests but the ones marked unsta
 	$(BIN)/pytest -q -m "not unstable"
 
 test-unstable: $(STAMP) ## The tests that failed intermittently in CI (tracked in the issue notes)
-	$(BIN)/pytest -q -m unstable
+	$(BIN)/pytest -q -m unstable || [ $$? -eq 5 ]  # 5: none is marked at present
 
 chart: $(STAMP) ## Render, lint and validate the Helm chart (real Helm via helm-python-sdk)
 	$(BIN)/pytest tests/chart -q
