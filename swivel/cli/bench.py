@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -24,6 +25,7 @@ def command() -> None:
 @click.option("--after-s", type=float, default=3.0, hidden=True)
 @click.option("--schedulers", default="fries,epoch,restart,naive", hidden=True)
 @click.option("--no-overhead", is_flag=True, hidden=True)
+@click.option("--overhead-rounds", type=click.IntRange(1), default=None, hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
 def reconfiguration(  # noqa: PLR0917 - one parameter per click option
     output: str,
@@ -33,6 +35,7 @@ def reconfiguration(  # noqa: PLR0917 - one parameter per click option
     after_s: float,
     schedulers: str,
     no_overhead: bool,
+    overhead_rounds: int | None,
     workdir: Path | None,
 ) -> None:
     """The fraud swap under fries, epoch, restart and naive; prints one JSON document."""
@@ -40,9 +43,12 @@ def reconfiguration(  # noqa: PLR0917 - one parameter per click option
     from swivel.embedded.sizing import DEMO, SMOKE
 
     folder = workdir or Path(tempfile.mkdtemp(prefix="swivel-bench-"))
+    sizing = SMOKE if size == "smoke" else DEMO
+    if overhead_rounds is not None:
+        sizing = replace(sizing, overhead_rounds=overhead_rounds)
     document = run_benchmark(
         folder,
-        SMOKE if size == "smoke" else DEMO,
+        sizing,
         trials,
         surge_batch_s=surge_batch_s,
         after_s=after_s,

@@ -44,6 +44,8 @@ def run_benchmark(
     overhead: bool = True,
     log: Any = print,
 ) -> dict[str, Any]:
+    """Every scheduler's trials and the control channel's cost; with no schedulers, only the
+    control channel's cost (`swivel bench reconfiguration --schedulers ''`)."""
     job = example_job(sizing)
     warm = job.spec.source.model_copy(update={"rows_per_second": WARM_UP_RATE})
     job = job.model_copy(update={"spec": job.spec.model_copy(update={"source": warm})})
@@ -65,6 +67,8 @@ def run_benchmark(
                 rounds=sizing.overhead_rounds,
             ).to_json()
             log(f"control channel: {control}")
+        if not schedulers:  # the control channel alone (`--schedulers ''`)
+            return {"control_channel": control}
         embedded = EmbeddedJob(
             job, workdir / "run", spark, record_schedule=True, agent_port=port, agent_token=token
         )

@@ -62,8 +62,10 @@ def measure_overhead(
     try:
         runtime.start()
         runtime.wait_for_batches(2, 300)  # start-up batches are not steady state
-        for _ in range(rounds):
-            for rate in (0.0, rate_per_s):
+        for round_ in range(rounds):
+            # ABBA: a drift in the machine's load over the run hits both sides alike.
+            order = (0.0, rate_per_s) if round_ % 2 == 0 else (rate_per_s, 0.0)
+            for rate in order:
                 pump.rate = rate
                 first = runtime.batches_completed() + 1  # the running batch straddles phases
                 runtime.wait_for_batches(first + batches_per_phase, 300)
