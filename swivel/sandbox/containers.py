@@ -45,6 +45,9 @@ JsonObject = dict[str, Any]
 Lookup = Callable[[str, str], JsonObject | None]  # (kind "configmaps"|"secrets", name) → object
 
 LOCAL_MASTER = "local[2]"
+# The driver runs on LOCAL_MASTER here: one executor, so no MigrationDriver carries out bin
+# moves or coordination changes; an agent told it may accept them would leave them Applying.
+NOT_IN_LOCAL_MODE = frozenset({"SWIVEL_AGENT_MIGRATIONS"})
 NODE_NAME = "swivel-sandbox"
 # Only the image's own entry point runs: this environment's `swivel` command.
 ENTRY_POINT = "swivel"
@@ -365,6 +368,8 @@ def environment(
             raise ContainerConfigError(f"env {name}: only secretKeyRef, configMapKeyRef, fieldRef")
         if value is not None:
             env[name] = value
+    for name in NOT_IN_LOCAL_MODE:
+        env.pop(name, None)
     return env
 
 

@@ -158,6 +158,8 @@ def test_env_is_resolved_and_translated(tmp_path: Path) -> None:
         ("configmaps", "job"): {"data": {"job.yaml": _job_yaml()}},
     }
     container = pod["spec"]["containers"][0]
+    # The sandbox's driver runs on local[2]: the agent must not promise bin migrations.
+    container["env"].append({"name": "SWIVEL_AGENT_MIGRATIONS", "value": "1"})
     mounts = containers.project_volumes(pod, container, tmp_path, lambda k, n: objects.get((k, n)))
     translation = containers.Translation(
         mounts=[(m.mount_path, m.local) for m in mounts],
