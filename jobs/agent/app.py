@@ -184,6 +184,14 @@ async def driver_actions(request: web.Request) -> web.Response:
     return web.json_response(action)
 
 
+async def driver_action_done(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("seq"), int):
+        raise BadRequestError("seq", "required: the seq of the action carried out")
+    known = request.app[HUB_KEY].action_done(body["seq"])
+    return web.json_response({"seq": body["seq"], "known": known})
+
+
 async def submit_plan(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     record, created = hub.accept(await _json_body(request))
@@ -228,6 +236,7 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any]], ...] = (
     ("POST", "/v1/control/acks", acks),
     ("POST", "/v1/driver/progress", driver_progress),
     ("GET", "/v1/driver/actions", driver_actions),
+    ("POST", "/v1/driver/actions/done", driver_action_done),
     ("POST", "/v1/driver/migration", driver_migration),
     ("POST", "/v1/driver/loads", driver_loads),
     ("POST", "/v1/driver/coordination", driver_coordination),

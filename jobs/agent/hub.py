@@ -40,6 +40,9 @@ from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.migration.actions import driver_action
 
 COORDINATION_ACTION = "set-coordination"  # handled by MigrationDriver (jobs/migration/driver.py)
+MIGRATION_ACTIONS = ("move-bins", "request-executors", "kill-executors")
+DONE = "doneAt"  # agent-side mark in a kept action (durable); never handed out
+KEPT_ACTIONS = 100
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Hub:
         self._snapshot_changed = asyncio.Event()
         self._actions_changed = asyncio.Event()
         self._resume_accepted_plan()
+        self._settle_actions()
         self._snapshot, self._snapshot_body = self._render()
 
     def _fresh_state(self) -> DurableState:
@@ -101,6 +105,23 @@ class Hub:
         record = self.active_plan
         if record is not None and record.phase is PlanPhase.ACCEPTED:
             self._state.plans[record.id] = plans.move(record, PlanPhase.APPLYING)
+            self._save()
+
+    def _settle_actions(self) -> None:
+        """Only the active plan's actions can still be pending: the agent queues actions for
+        the plan it accepts and marks them done when the plan finishes. A state saved before
+        actions were marked (an older agent) gets its finished plans' actions marked here,
+        so the first driver after the upgrade does not replay them."""
+        active = self.active_plan
+
+        def finished(action: dict[str, Any]) -> bool:
+            if active is None:
+                return True
+            if action.get("action") == "restart":
+                return action.get("configVersion") != active.to_config_version
+            return action.get("planId") != active.id
+
+        if self._mark_done(finished):
             self._save()
 
     # -- snapshots and the watch channel ----------------------------------------------------
@@ -348,6 +369,13 @@ class Hub:
     def _finish(self, record: PlanRecord, outcome: str) -> None:
         self._state.plans[record.id] = record
         self._state.active_plan = None
+
+        def of_plan(action: dict[str, Any]) -> bool:  # restart: by its config version
+            if action.get("action") == "restart":
+                return action.get("configVersion") == record.to_config_version
+            return action.get("planId") == record.id
+
+        self._mark_done(of_plan)  # nothing left to carry out for it
         self.metrics.plans.labels(outcome).inc()
         self._retire_after_batch = record.last_switch_batch
         if (
@@ -395,6 +423,10 @@ class Hub:
         record = replace(record, migration=dict(report))
         self._state.plans[record.id] = record
         if report.get("phase") in ("Completed", "Failed"):
+            plan_id = record.id
+            self._mark_done(
+                lambda a: a.get("planId") == plan_id and a.get("action") in MIGRATION_ACTIONS
+            )
             self._forget_loads()  # anything measured meanwhile saw a placement in motion
         if report.get("phase") == "Failed":
             message = str(report.get("message") or "the bin migration failed")
@@ -439,7 +471,12 @@ class Hub:
         """The driver applied a coordination interval (POST /v1/driver/coordination)."""
         interval = float(report["intervalSeconds"])
         self.metrics.coordination_interval.set(interval)
-        record = self.plan(str(report.get("planId") or ""))
+        plan_id = str(report.get("planId") or "")
+        if self._mark_done(
+            lambda a: a.get("action") == COORDINATION_ACTION and a.get("planId") == plan_id
+        ):
+            self._save()
+        record = self.plan(plan_id)
         if record is None or record.phase is not PlanPhase.APPLYING:
             return
         now = self._clock()
@@ -488,15 +525,49 @@ class Hub:
     def _add_action(self, action: dict[str, Any]) -> None:
         actions = self._state.actions
         actions.append({"seq": (actions[-1]["seq"] + 1) if actions else 1, **action})
-        del actions[:-100]
+        # Keep the last KEPT_ACTIONS, and any older one not yet done (never drop an action a
+        # restarted driver still has to carry out).
+        cut = len(actions) - KEPT_ACTIONS
+        actions[:] = [a for i, a in enumerate(actions) if i >= cut or DONE not in a]
         woken, self._actions_changed = self._actions_changed, asyncio.Event()
         woken.set()
 
+    def _mark_done(self, which: Callable[[dict[str, Any]], bool]) -> bool:
+        """Mark the actions `which` selects done (durable once the caller saves): they are
+        never handed out again, so a restarted driver does not carry them out twice."""
+        marked = False
+        for action in self._state.actions:
+            if DONE not in action and which(action):
+                action[DONE] = self._clock()
+                marked = True
+        return marked
+
+    def action_done(self, seq: int) -> bool:
+        """The driver carried out action `seq` (POST /v1/driver/actions/done). False: no such
+        action kept. Durable before the answer."""
+        if self._mark_done(lambda a: int(a["seq"]) == seq):
+            self._save()
+            return True
+        return any(int(a["seq"]) == seq for a in self._state.actions)
+
+    def pending_actions(self) -> list[dict[str, Any]]:
+        """The actions not yet done, oldest first, as handed out (without the done mark)."""
+        return [dict(a) for a in self._state.actions if DONE not in a]
+
     async def next_driver_action(self, since: int, timeout: float) -> dict[str, Any] | None:
-        """The oldest action with seq > `since`, waiting up to `timeout` for one."""
+        """The oldest action not yet done with seq > `since`, waiting up to `timeout`.
+
+        Done = its outcome reached the agent: the migration report Completed/Failed of its
+        plan (move-bins, request-executors), the coordination confirmation
+        (set-coordination), the plan finishing (any action of the plan), or the driver's
+        `POST /v1/driver/actions/done` (restart, kill-executors). A restarted driver polls
+        from `since=0` and gets exactly the actions still to be carried out."""
 
         def pending() -> dict[str, Any] | None:
-            return next((a for a in self._state.actions if a["seq"] > since), None)
+            return next(
+                (dict(a) for a in self._state.actions if a["seq"] > since and DONE not in a),
+                None,
+            )
 
         if pending() is None and timeout > 0:
             with contextlib.suppress(TimeoutError):

@@ -4,8 +4,9 @@ A reconfiguration is durable once the agent has accepted it (Fries §7.3), so ac
 writes here before the snapshot is published. Kept: the current configuration and its
 version, the configurations a replayed batch may still need, the running transition, every
 plan record, the configuration version in force when each recent batch first started, and
-the driver actions. One JSON document, replaced atomically (temp file, fsync, os.replace):
-a crash leaves the old state or the new one, never half of each.
+the driver actions (each with `doneAt` once carried out: never handed out again). One JSON
+document, replaced atomically (temp file, fsync, os.replace): a crash leaves the old state
+or the new one, never half of each.
 """
 
 from __future__ import annotations

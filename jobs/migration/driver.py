@@ -41,6 +41,7 @@ from swivel.jobs.migration.metrics import LoadSnapshot, loads_document, measure
 
 DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
 COORDINATION_ACTION = "set-coordination"
+ATTACH_TIMEOUT_S = 600.0  # a resumed migration waits this long for the query's first batch
 Measure = Callable[..., LoadSnapshot]
 
 
@@ -136,6 +137,10 @@ class MigrationDriver:
     # -- actions from the agent -----------------------------------------------------------
 
     def _follow(self) -> None:
+        """From seq 0: the agent hands out only actions not yet done (docs/control-protocol.md,
+        "Driver channel"), so a restarted driver resumes exactly what is left: the migration
+        action of a plan still Applying (once; `handle` re-plans it against the current
+        placement), nothing of a plan whose migration was reported Completed or Failed."""
         seq = 0
         while not self._stopping.is_set():
             try:
@@ -148,13 +153,47 @@ class MigrationDriver:
                 self.handle(action)
 
     def handle(self, action: dict[str, Any]) -> bool:
-        """Carry out one driver action (False: not one of ours, e.g. `restart`)."""
-        if action.get("action") == COORDINATION_ACTION:
+        """Carry out one driver action (False: not one of ours, e.g. `restart`).
+
+        `move-bins` is re-planned against the mover's current assignment (bins already where
+        the action wants them stay; a resumed half-done move carries out the remaining
+        steps) and is done when its Completed/Failed report reaches the agent;
+        `kill-executors` has no report, so the driver marks it done itself."""
+        kind = action.get("action")
+        if kind == COORDINATION_ACTION:
             plan_id = action.get("planId")
-            if not self._confirmed(plan_id):  # a restarted driver replays the agent's actions
+            if not self._confirmed(plan_id):  # an older agent replays confirmed ones
                 self.set_coordination_interval(float(action["intervalSeconds"]), plan_id=plan_id)
             return True
+        if kind == "kill-executors":
+            self.actions.handle(action, block=True)
+            if "seq" in action:
+                self._post("/v1/driver/actions/done", {"seq": int(action["seq"])})
+            return True
+        if kind in ("move-bins", "request-executors") and self.mover.query is None:
+            # A restarted driver gets the action of a plan still Applying before its first
+            # batch: the mover can plan only once it knows the query (its placement).
+            threading.Thread(
+                target=self._when_attached, args=(action,), daemon=True, name="swivel-migration"
+            ).start()
+            return True
         return self.actions.handle(action)
+
+    def _when_attached(self, action: dict[str, Any], timeout_s: float | None = None) -> None:
+        timeout_s = ATTACH_TIMEOUT_S if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        while self.mover.query is None:
+            if self._stopping.is_set():  # left pending: the next driver gets it
+                return
+            if time.monotonic() > deadline:
+                self._report({
+                    "planId": action.get("planId"), "phase": "Failed",
+                    "message": f"{action.get('action')} not carried out: no batch of the query "
+                    f"within {timeout_s:.0f}s of the driver's start",
+                })  # fmt: skip
+                return
+            self._stopping.wait(0.2)
+        self.actions.handle(action, block=True)
 
     def _confirmed(self, plan_id: Any) -> bool:
         """Was this coordination plan confirmed already (by this driver or an earlier one)?

@@ -116,6 +116,7 @@ class JobRuntime:
     query: StreamingQuery | None = None
     compiled: CompiledQuery | None = None
     restarts: int = 0
+    started_config_version: int | None = None  # the configuration the query last started with
     _listener: _ProgressListener | None = None
     _outbox: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -126,6 +127,7 @@ class JobRuntime:
         if baseline is None:
             baseline = _any_snapshot(feed, self.job)
         settings = WorkerSettings(feed, self.allow, self.recording_dir, baseline.config_version)
+        self.started_config_version = baseline.config_version
         self.compiled = compile_job(self.spark, self.job, settings, self.source_override)
         writer = build_sink(self.compiled.frame, self.job.sink, self.name)
         interval = self.job.trigger.interval_ms
@@ -168,6 +170,11 @@ class JobRuntime:
                 print(f"swivel: progress report failed: {error}", file=sys.stderr)
 
     def _follow_actions(self) -> None:
+        """The runtime's action poller: `restart` only (MigrationDriver polls the same channel
+        for its own actions). The agent hands out only actions not yet done, so a restarted
+        runtime polling from seq 0 sees no restart it (or an earlier process) carried out;
+        a restart for a configuration the query already started with (queued while the
+        process was down) is skipped, and either way reported done."""
         assert self.agent is not None
         seq = 0
         while not self._stopping.is_set():
@@ -179,7 +186,19 @@ class JobRuntime:
             for action in actions:
                 seq = max(seq, int(action.get("seq", seq + 1)))
                 if action.get("action") == "restart":
-                    self.restart()
+                    version = action.get("configVersion")
+                    started = self.started_config_version
+                    if not isinstance(version, int) or started is None or version > started:
+                        self.restart()
+                    self._action_done(action)
+
+    def _action_done(self, action: Mapping[str, Any]) -> None:
+        if self.agent is None or "seq" not in action:
+            return
+        try:
+            self.agent._request("POST", "/v1/driver/actions/done", {"seq": int(action["seq"])})
+        except (OSError, ValueError) as error:  # an older agent: it replays, the check above
+            print(f"swivel: action {action['seq']} not marked done: {error}", file=sys.stderr)
 
     def batches_completed(self) -> int:
         return len(self.progress)

@@ -8,38 +8,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
 from swivel.jobs.runtime.driver import AgentDriverChannel
+from tests.fakes_migration import FakeMover, FakeQuery
 
 from .conftest import TOKEN
-
-
-@dataclass
-class FakeQuery:
-    runId: str = "run-1"  # noqa: N815 - Spark's name
-
-
-@dataclass
-class FakeMover:
-    bins: int = 16
-    query: Any = None
-    last_boundary: int | None = None
-    internals: Any = None
-    on_progress: Any = None
-    _active: Any = None
-    _queue: list[Any] = field(default_factory=list)
-    boundaries: list[int] = field(default_factory=list)
-
-    def attach(self, query: Any) -> None:
-        self.query = query
-
-    def boundary(self, batch_id: int) -> None:
-        self.last_boundary = batch_id
-        self.boundaries.append(batch_id)
 
 
 class FakeMeasure:

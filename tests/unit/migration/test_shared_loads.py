@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -16,38 +15,7 @@ from swivel.jobs.migration import policies
 from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
 from swivel.jobs.migration.policies import PolicyLoop
-
-
-@dataclass
-class FakeQuery:
-    runId: str = "run-1"  # noqa: N815 - Spark's name
-
-
-@dataclass
-class FakeMover:
-    bins: int = 4
-    query: Any = None
-    last_boundary: int | None = None
-    internals: Any = None
-    _active: Any = None
-    _queue: list[Any] = field(default_factory=list)
-    migrated: list[dict[int, str]] = field(default_factory=list)
-
-    def attach(self, query: Any) -> None:
-        self.query = query
-
-    def boundary(self, batch_id: int) -> None:
-        self.last_boundary = batch_id
-
-    def migrate(self, target: dict[int, str], strategy: str, **_: Any) -> Any:
-        self.migrated.append(dict(target))
-        return type("FakeMigration", (), {"kind": "", "to_dict": lambda self: {}})()
-
-    def wait(self, migration: Any, timeout: float) -> Any:
-        return migration
-
-    def close(self) -> None:
-        return None
+from tests.fakes_migration import FakeMover, FakeQuery
 
 
 class CountingMeasure:
@@ -76,7 +44,7 @@ def setup(monkeypatch: pytest.MonkeyPatch) -> tuple[MigrationDriver, FakeMover, 
         raise AssertionError("the policy loop measured on its own")
 
     monkeypatch.setattr(policies, "measure", no_own_measurement)
-    query, mover, measure = FakeQuery(), FakeMover(), CountingMeasure()
+    query, mover, measure = FakeQuery(), FakeMover(bins=4), CountingMeasure()
     driver = MigrationDriver(
         spark=None,
         bins=4,
