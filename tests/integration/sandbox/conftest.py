@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
 from swivel.sandbox import SandboxThread
+from tests.integration import sandboxing
 
 KUBECONFIG_ENV = "SWIVEL_E2E_KUBECONFIG"
 ROOT = Path(__file__).resolve().parents[3]
@@ -116,16 +116,9 @@ class Kube:
             response.release_conn()
 
 
-def wait_for(check: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.05) -> T:
+def wait_for(check: Callable[[], T | None], timeout: float = 10.0) -> T:
     """Poll until `check` returns something truthy (real clusters act asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
+    return sandboxing.wait_for(check, timeout, every=0.05)
 
 
 def _install_crds(kube: Kube) -> None:
