@@ -63,13 +63,31 @@ def migration(
 )
 @click.option("--rows-per-batch", type=int, default=1_000, show_default=True)
 @click.option("--customers", type=int, default=200, show_default=True)
-def overhead(output: str, batches: int, rounds: int, rows_per_batch: int, customers: int) -> None:
+@click.option(
+    "--coordination-interval-s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds between load measurements (the driver's default; AIMD tunes it).",
+)
+def overhead(  # noqa: PLR0917 - one parameter per click option
+    output: str,
+    batches: int,
+    rounds: int,
+    rows_per_batch: int,
+    customers: int,
+    coordination_interval_s: float,
+) -> None:
     """The same keyed query in plain PySpark and under the full Swivel runtime (agent,
     control client, tags, load metrics; no reconfiguration), phases alternated."""
     from swivel.jobs.migration.overhead import run_overhead_bench
 
     report = run_overhead_bench(
-        batches=batches, rounds=rounds, rows_per_batch=rows_per_batch, customers=customers
+        batches=batches,
+        rounds=rounds,
+        rows_per_batch=rows_per_batch,
+        customers=customers,
+        coordination_interval_s=coordination_interval_s,
     )
     _emit(report, output)
 
