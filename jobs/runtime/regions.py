@@ -16,11 +16,13 @@ the same version for the same records. A linear chain keeps the plain
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
+from swivel.jobs.control.client import working_on
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.operators import OperatorRunner, run_stateless_chain
@@ -89,21 +91,27 @@ def run_region(
         for name in step.inputs:
             readers[name] = readers.get(name, 0) + 1
     for chunk in chunks:
-        if view is not None:
-            view.begin()
-        outputs: dict[str, pd.DataFrame] = {CHUNK: chunk}
-        for step in steps:
-            # A fan-out gives each branch its own copy: a function that writes into its
-            # input in place must not change the rows another branch reads.
-            frames = [
-                outputs[name].copy() if readers[name] > 1 else outputs[name] for name in step.inputs
-            ]
-            pdf = _merged(step, frames)
-            if step.runner is not None:
-                # One check per chunk: slices would re-read the feed mid-chunk and let two
-                # branches of one record run under different snapshots.
-                pdf = next(run_stateless_chain([step.runner], iter([pdf]), sliced=view is None))
-            outputs[step.name] = pdf
+        with contextlib.ExitStack() as busy:
+            if view is not None:
+                # The snapshot is pinned for the whole chunk, so every operator of the region
+                # is busy until it ends: none may be armed on receipt mid-chunk (arming.py).
+                for step in steps:
+                    busy.enter_context(working_on(step.name))
+                view.begin()
+            outputs: dict[str, pd.DataFrame] = {CHUNK: chunk}
+            for step in steps:
+                # A fan-out gives each branch its own copy: a function that writes into its
+                # input in place must not change the rows another branch reads.
+                frames = [
+                    outputs[name].copy() if readers[name] > 1 else outputs[name]
+                    for name in step.inputs
+                ]
+                pdf = _merged(step, frames)
+                if step.runner is not None:
+                    # One check per chunk: slices would re-read the feed mid-chunk and let
+                    # two branches of one record run under different snapshots.
+                    pdf = next(run_stateless_chain([step.runner], iter([pdf]), sliced=view is None))
+                outputs[step.name] = pdf
         yield outputs[exit_name]
 
 
