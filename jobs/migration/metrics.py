@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from swivel.api.loads import BinMeasurement, ExecutorMeasurement, LoadMeasurement
 from swivel.controllers.flux import BinLoad, ExecutorLoad
 from swivel.jobs.spark_internals import SparkInternals
 
@@ -226,46 +227,45 @@ def loads_document(
     interval_s: float | None = None,
     memory_limit_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """The body of `POST /v1/driver/loads`: one collection phase, camelCase.
+    """The body of `POST /v1/driver/loads` (a `LoadMeasurement`): one collection phase.
 
     `coordination_s` / `processing_s` are Drizzle's inputs over the same period (time the
     driver spent coordinating - measuring, stepping migrations at boundaries - and time
     the batches took); `interval_s` is the coordination interval in force."""
     window = snapshot.window_s
-    executors = []
-    for e in snapshot.executors.values():
-        entry: dict[str, Any] = {
-            "executor": e.executor,
-            "busySeconds": round(min(e.busy_s, window) if window else e.busy_s, 6),
-            "windowSeconds": round(window, 6),
-            "busyFraction": round(min(1.0, e.busy_s / window) if window else 0.0, 6),
-            "memoryBytes": e.state_bytes,
-            "jvmMemoryUsedBytes": e.jvm_memory_used,
-            "jvmMemoryMaxBytes": e.jvm_memory_max,
-            "cores": e.cores,
-        }
-        if memory_limit_bytes is not None:
-            entry["memoryLimitBytes"] = memory_limit_bytes
-        executors.append(entry)
+    executors = [
+        ExecutorMeasurement(
+            executor=e.executor,
+            busy_seconds=round(min(e.busy_s, window) if window else e.busy_s, 6),
+            window_seconds=round(window, 6),
+            busy_fraction=round(min(1.0, e.busy_s / window) if window else 0.0, 6),
+            memory_bytes=e.state_bytes,
+            memory_limit_bytes=memory_limit_bytes,
+            jvm_memory_used_bytes=e.jvm_memory_used,
+            jvm_memory_max_bytes=e.jvm_memory_max,
+            cores=e.cores,
+        )
+        for e in snapshot.executors.values()
+    ]
     bins = [
-        {
-            "bin": b.bin,
-            "executor": b.executor,
-            "records": b.records,
-            "taskMs": round(b.task_ms, 3),
-            "stateRows": b.state_rows,
-            "stateBytes": b.state_bytes,
-        }
+        BinMeasurement(
+            bin=b.bin,
+            executor=b.executor,
+            records=b.records,
+            task_ms=round(b.task_ms, 3),
+            state_rows=b.state_rows,
+            state_bytes=b.state_bytes,
+        )
         for b in sorted(snapshot.bins.values(), key=lambda b: b.bin)
     ]
-    return {
-        "measuredAt": measured_at,
-        "batches": list(snapshot.batches),
-        "windowSeconds": round(window, 6),
-        "executors": executors,
-        "bins": bins,
-        "coordinationSeconds": round(coordination_s, 6),
-        "processingSeconds": round(processing_s, 6),
-        "coordinationIntervalSeconds": interval_s,
-        **({"stateError": snapshot.state_error} if snapshot.state_error else {}),
-    }
+    return LoadMeasurement(
+        measured_at=measured_at,
+        batches=list(snapshot.batches),
+        window_seconds=round(window, 6),
+        executors=executors,
+        bins=bins,
+        coordination_seconds=round(coordination_s, 6),
+        processing_seconds=round(processing_s, 6),
+        coordination_interval_seconds=interval_s,
+        state_error=snapshot.state_error or None,
+    ).to_wire()

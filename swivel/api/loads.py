@@ -1,0 +1,119 @@
+"""The load measurement a job's driver posts to its agent (`POST /v1/driver/loads`).
+
+`MigrationDriver` measures per-bin records and state size and per-executor busy time and
+memory after batches (`swivel.jobs.migration.metrics`) and posts a `LoadMeasurement`'s
+wire form; the agent validates the body against the same model
+(`swivel.jobs.agent.loads.parse_loads`: a 400 with one `field: reason` per bad field), serves the latest at `GET /v1/loads` and as gauges in
+`/metrics`, and the operator's policy timers read it (docs/control-protocol.md, "Loads").
+
+Numbers are strict: a JSON number, finite and non-negative; a boolean or a numeric string
+is refused, not coerced, and counts (records, rows, bytes, cores) are integers. A number
+left out counts as 0, except `cores` (1) and `busyFraction`, `measuredAt`,
+`coordinationIntervalSeconds`, `memoryLimitBytes` (unknown; the agent's gauges derive a
+missing busyFraction from busySeconds / windowSeconds). Whether `bin` is one of the job's
+bins needs the job: validate with `context={"bins": n}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Annotated, Any, Self
+
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from swivel.api.base import ApiModel
+from swivel.api.errors import semantic_error
+
+Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+ExecutorId = Annotated[str, Field(min_length=1, description="Spark's executor id")]
+
+
+class _WireDocument(ApiModel):
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        # Without this pydantic says "a valid dictionary or instance of <class>".
+        if not isinstance(data, (dict, cls)):
+            raise PydanticCustomError("object_type", "expected a JSON object")
+        return data
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON body: camelCase, only the fields that were given (a field given as
+        null is left out: null and absent mean the same here)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)
+
+
+class ExecutorMeasurement(_WireDocument):
+    executor: ExecutorId
+    busy_seconds: Number = 0.0  # its tasks' run time over the window, per core
+    window_seconds: Number = 0.0
+    busy_fraction: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    memory_bytes: Count = 0  # state bytes of the bins it serves (Flux's memory policy)
+    memory_limit_bytes: Count | None = None
+    jvm_memory_used_bytes: Count = 0
+    jvm_memory_max_bytes: Count = 0
+    cores: Count = 1
+
+
+class BinMeasurement(_WireDocument):
+    bin: Count
+    executor: ExecutorId  # the executor that ran it in the latest measured batch
+    records: Count = 0
+    task_ms: Number = 0.0
+    state_rows: Count = 0
+    state_bytes: Count = 0
+
+    @field_validator("bin")
+    @classmethod
+    def _a_bin_of_the_job(cls, value: int, info: ValidationInfo) -> int:
+        bins = (info.context or {}).get("bins")
+        if bins is not None and value >= bins:
+            raise ValueError(f"not a bin of this job (its bins are 0..{bins - 1})")
+        return value
+
+
+class LoadMeasurement(_WireDocument):
+    """One collection phase: what the driver measured over `batches`."""
+
+    executors: list[ExecutorMeasurement]
+    bins: list[BinMeasurement]
+    measured_at: Number | None = None  # epoch seconds, the driver's clock
+    batches: list[Count] = Field(default_factory=list)
+    window_seconds: Number = 0.0  # the measured batches' durations, summed
+    coordination_seconds: Number = 0.0  # Drizzle's overhead numerator, since the last one
+    processing_seconds: Number = 0.0  # batch time over the same period
+    coordination_interval_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    state_error: str | None = None  # why state rows/bytes are missing, when they are
+
+    @model_validator(mode="after")
+    def _each_listed_once(self) -> Self:
+        repeat = _first_repeat(e.executor for e in self.executors)
+        if repeat is not None:
+            index, first = repeat
+            executor = self.executors[index].executor
+            raise semantic_error(
+                f"executors[{index}].executor",
+                f"{executor!r} listed twice (first at executors[{first}])",
+            )
+        repeat = _first_repeat(b.bin for b in self.bins)
+        if repeat is not None:
+            index, first = repeat
+            raise semantic_error(
+                f"bins[{index}].bin",
+                f"bin {self.bins[index].bin} listed twice (first at bins[{first}])",
+            )
+        return self
+
+
+def _first_repeat(values: Iterable[Hashable]) -> tuple[int, int] | None:
+    """(index, index of its first occurrence) of the first value seen before, if any."""
+    seen: dict[Hashable, int] = {}
+    for index, value in enumerate(values):
+        if value in seen:
+            return index, seen[value]
+        seen[value] = index
+    return None
