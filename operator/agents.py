@@ -12,6 +12,7 @@ Service's DNS name unless `url_for` says otherwise (the sandbox, a port-forward)
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 from collections.abc import Callable, Mapping
@@ -115,13 +116,21 @@ class AgentLink(Protocol):
         (not measured yet, or bins moved since). Raises AgentUnreachable."""
         ...
 
+    async def close(self) -> None:
+        """Let go of connections (the operator's cleanup, before its loop ends)."""
+        ...
+
 
 def service_url(namespace: str, job: str) -> str:
     return Names(job).agent_url(namespace)
 
 
 class ClientAgentLink:
-    """The real link, over `AgentClient` (one per call: tokens rotate with the Secret)."""
+    """The real link, over `AgentClient` (one per call: tokens rotate with the Secret).
+
+    Every call goes through one HTTP session per event loop, so connections to an agent are
+    kept alive between calls (a new session per call cost a TCP connect and close, about
+    a third of the operator's time in a burst of submits). `close()` ends it."""
 
     def __init__(
         self,
@@ -132,14 +141,31 @@ class ClientAgentLink:
         request_timeout_s: float = 5.0,
     ) -> None:
         self._url_for = url_for
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
         self._options = {
             "retries": retries,
             "backoff_s": backoff_s,
             "request_timeout_s": request_timeout_s,
         }
 
+    def _shared(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            timeout = aiohttp.ClientTimeout(total=float(self._options["request_timeout_s"]))
+            connector = aiohttp.TCPConnector(limit=0)  # no cap, as with a session per call
+            self._session = aiohttp.ClientSession(timeout=timeout, connector=connector)
+            self._session_loop = loop
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._session = self._session_loop = None
+
     def _client(self, job: JobAddress) -> AgentClient:
-        return AgentClient(self._url_for(job.namespace, job.name), job.token, **self._options)  # type: ignore[arg-type]
+        url = self._url_for(job.namespace, job.name)
+        return AgentClient(url, job.token, session=self._shared(), **self._options)  # type: ignore[arg-type]
 
     async def submit(
         self, job: JobAddress, name: str, spec: Mapping[str, Any], *, key: str | None = None
@@ -154,11 +180,7 @@ class ClientAgentLink:
     async def health(self, job: JobAddress) -> AgentHealth:
         url = self._url_for(job.namespace, job.name).rstrip("/") + "/readyz"
         try:
-            timeout = aiohttp.ClientTimeout(total=float(self._options["request_timeout_s"]))
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.get(url) as response,
-            ):
+            async with self._shared().get(url) as response:
                 ready = response.status == 200
                 message = "" if ready else str((await response.json()).get("status", ""))
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
@@ -329,6 +351,9 @@ class TestingAgentLink:
     async def loads(self, job: JobAddress) -> Loads | None:
         self._check(job, "loads")
         return self.loads_by_job.get(job.name)
+
+    async def close(self) -> None:
+        pass
 
 
 def _now() -> str:

@@ -8,10 +8,13 @@ a fixed one without touching module globals.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from swivel.operator.agents import AgentLink, JobAddress
 from swivel.operator.clusters import Clock, Cluster, Ref, utc_now
+from swivel.operator.indexes import Known
 from swivel.operator.rendering import Names, token_of
 
 
@@ -24,12 +27,52 @@ class Intervals:
     policies: float = 5.0
 
 
+class Submissions:
+    """Submits first: the work after an agent accepted a plan (the plan-id annotation, the
+    Applying and Completed writes, the job's status, Events, each write's watch event) is
+    most of what the operator and the API server do per Reconfiguration. In a burst, doing it
+    as each plan is accepted delays every other object's submit; so it waits until no step
+    is on its way to a submit (or `max_wait_s`, so steady arrivals cannot starve it). A crash
+    meanwhile is harmless: the resubmission's idempotency key gets the same plan back."""
+
+    def __init__(self, max_wait_s: float = 1.0) -> None:
+        self.max_wait_s = max_wait_s
+        self._in_flight = 0
+        self._idle: asyncio.Event | None = None
+
+    def _event(self) -> asyncio.Event:
+        if self._idle is None:
+            self._idle = asyncio.Event()
+            self._idle.set()
+        return self._idle
+
+    @contextlib.asynccontextmanager
+    async def submitting(self) -> AsyncIterator[None]:
+        """Around one step's way to its submit (admission, planning, the agent's answer)."""
+        self._in_flight += 1
+        self._event().clear()
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._event().set()
+
+    async def settled(self) -> None:
+        """Return once no submit is under way (at most `max_wait_s` later)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event().wait(), self.max_wait_s)
+
+
 @dataclass
 class OperatorContext:
     cluster: Cluster
     agents: AgentLink
     clock: Clock = utc_now
     intervals: Intervals = field(default_factory=Intervals)
+    # What the watch streams showed (kopf's indexes) and the operator's own last writes.
+    known: Known = field(default_factory=Known)
+    submissions: Submissions = field(default_factory=Submissions)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _tokens: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     # The follow-up task of each unfinished Reconfiguration (namespace, name).

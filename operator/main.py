@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from swivel.operator import policies, reconfigurations, streamjobs
+from swivel.operator import indexes, policies, reconfigurations, streamjobs
 from swivel.operator.contexts import OperatorContext
 
 FINALIZER = "swivel.dev/finalizer"
@@ -44,6 +44,11 @@ def build_registry(
             return connection
         return kopf.login_via_client(**kwargs)
 
+    @kopf.on.cleanup(registry=registry)
+    async def close_agent_link(**_: Any) -> None:
+        await ctx.agents.close()
+
+    indexes.register(registry)
     streamjobs.register(registry, ctx)
     reconfigurations.register(registry, ctx)
     policies.register(registry, ctx)

@@ -435,5 +435,6 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         API_GROUP, API_VERSION, "streamjobs",
         interval=ctx.intervals.policies, when=any_policy, registry=registry,
     )  # fmt: skip
-    async def streamjob_policies(body: kopf.Body, memo: Any, **_: Any) -> None:
+    async def streamjob_policies(body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+        ctx.known.attach(kwargs)
         await run_policies(ctx, body, memo)

@@ -35,6 +35,7 @@ from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
 from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.indexes import job_of
 from swivel.operator.joblabels import missing_job_label, reconfigurations_of
 from swivel.operator.phases import FINAL, WAITING, Phase, Reason
 from swivel.operator.reconciling import (
@@ -91,7 +92,10 @@ class Step:
         )
         if after.to_manifest() == before.to_manifest():
             return
-        await self.ctx.cluster.patch(self.ref, {"status": after.to_manifest()}, status=True)
+        self.obj = await self.ctx.cluster.patch(
+            self.ref, {"status": after.to_manifest()}, status=True
+        )
+        self.ctx.known.wrote(self.obj)
         self.status = after
         if before.phase is not after.phase or _reason(before) != decision.reason.value:
             warning = after.phase is Phase.FAILED or decision.reason is Reason.AGENT_UNREACHABLE
@@ -102,9 +106,14 @@ class Step:
             if after.phase is Phase.FAILED:
                 metrics.FAILURES.labels("reconfiguration", decision.reason.value).inc()
 
-    async def remember_plan_id(self, plan_id: str) -> None:
-        patch = {"metadata": {"annotations": {PLAN_ID_ANNOTATION: plan_id}}}
-        self.obj = await self.ctx.cluster.patch(self.ref, patch)
+    async def remember_plan_id(self, plan_id: str, job: str) -> None:
+        """The plan id annotation, and the job label if missing: one metadata write."""
+        metadata: dict[str, Any] = {"annotations": {PLAN_ID_ANNOTATION: plan_id}}
+        labels = missing_job_label(self.obj, job)
+        if labels:
+            metadata["labels"] = labels
+        self.obj = await self.ctx.cluster.patch(self.ref, {"metadata": metadata})
+        self.ctx.known.wrote(self.obj)
 
 
 def _reason(status: ReconfigurationStatus) -> str | None:
@@ -116,11 +125,14 @@ def _reason(status: ReconfigurationStatus) -> str | None:
     return None
 
 
-async def step(ctx: OperatorContext, namespace: str, name: str) -> bool:
+async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = "") -> bool:
     """Carry one Reconfiguration as far as it can go now (idempotent); True once there is
-    nothing left to do (Completed, Failed, deleted)."""
+    nothing left to do (Completed, Failed, deleted). With its `job_name` (`spec.jobRef.name`) the
+    object, its job and its siblings come from the watch (`indexes`), not the API server."""
     async with ctx.lock(f"reconfiguration/{namespace}/{name}"):
-        obj = await ctx.cluster.get(Ref(CRD_VERSION, "Reconfiguration", namespace, name))
+        obj = ctx.known.reconfiguration(namespace, name, job_name) if job_name else None
+        if obj is None:  # finished, deleted, not indexed yet, or another jobRef
+            obj = await ctx.cluster.get(Ref(CRD_VERSION, "Reconfiguration", namespace, name))
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
         metrics.RECONCILES.labels("reconfiguration", "step").inc()
@@ -133,20 +145,19 @@ async def step(ctx: OperatorContext, namespace: str, name: str) -> bool:
             problems = "; ".join(str(p) for p in problems_from(error, "spec"))
             await current.decide(Decision(Phase.FAILED, Reason.INVALID, problems))
             return True
-        label = missing_job_label(current.obj, spec.job_ref.name)
-        if label is not None:  # before any sibling listing, so queueing sees this object
-            current.obj = await ctx.cluster.patch(current.ref, label)
-        job_body = await ctx.cluster.get(
-            Ref(CRD_VERSION, "StreamJob", namespace, spec.job_ref.name)
-        )
+        job_body = await _job_body(ctx, namespace, spec.job_ref.name)
         job = _parse_job(job_body)
         planned: dict[str, Any] | None = None
-        if current.status.phase in WAITING:
-            planned = await _admit(current, spec, job_body, job)
-            if planned is None:
-                return current.status.phase in FINAL
-        if planned is not None or current.status.phase is Phase.PLANNED:
-            await _submit(current, spec, job_body, planned)
+        if current.status.phase in WAITING or current.status.phase is Phase.PLANNED:
+            async with ctx.submissions.submitting():
+                if current.status.phase in WAITING:
+                    planned = await _admit(current, spec, job_body, job)
+                    if planned is None:
+                        return current.status.phase in FINAL
+                document = await _submit(current, spec, job_body, planned)
+            if document is not None:
+                await ctx.submissions.settled()  # other objects' submits first
+                await _accepted(current, spec, document, planned)
         if current.status.phase is Phase.APPLYING:
             await _follow(current, job_body)
     if current.status.phase not in FINAL:
@@ -162,6 +173,15 @@ def idempotency_key(obj: Mapping[str, Any]) -> str:
     object of the same name a different reconfiguration."""
     metadata = obj["metadata"]
     return f"{metadata['namespace']}/{metadata['name']}/{metadata['uid']}"
+
+
+async def _job_body(ctx: OperatorContext, namespace: str, name: str) -> dict[str, Any] | None:
+    """The StreamJob as the watch showed it (or as the operator last wrote it); read from
+    the API server when the index does not have it (created a moment ago, or deleted)."""
+    known = ctx.known.job(namespace, name)
+    if known is not None:
+        return known
+    return await ctx.cluster.get(Ref(CRD_VERSION, "StreamJob", namespace, name))
 
 
 def _parse_job(body: Mapping[str, Any] | None) -> StreamJob | SpecError | None:
@@ -259,17 +279,18 @@ async def _submit(
     spec: ReconfigurationSpec,
     job_body: Mapping[str, Any] | None,
     planned: Mapping[str, Any] | None = None,
-) -> None:
-    """Planned (or just admitted, with `planned`) → Applying | Planned (agent unreachable) |
-    Queued (busy) | Failed (rejected); the plan is written with whichever it is."""
+) -> dict[str, Any] | None:
+    """Planned (or just admitted, with `planned`): the agent's plan document when it accepted
+    (`_accepted` records it); otherwise → Planned (agent unreachable) | Queued (busy) |
+    Failed (rejected), written with the plan, or Applying when resumed, and None."""
     plan_fields = dict(planned or {})
     if current.plan_id:  # accepted before a restart; the phase write did not happen
         updates = {**plan_fields, "agent_plan_id": current.plan_id}
         await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed", updates))
-        return
+        return None
     address = await _address(current, job_body, planned)
     if address is None:
-        return
+        return None
     agents, manifest, key = current.ctx.agents, spec.to_manifest(), idempotency_key(current.obj)
     try:
         document = await _calling(
@@ -279,7 +300,7 @@ async def _submit(
         await current.decide(
             Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error), plan_fields)
         )
-        return
+        return None
     except AgentRejected as error:
         adopted = await _ours(current, address, error)
         if adopted is None:
@@ -288,12 +309,23 @@ async def _submit(
             await current.decide(
                 Decision(rejected.phase, rejected.reason, rejected.message, updates)
             )
-            return
+            return None
         document = adopted
+    return document
+
+
+async def _accepted(
+    current: Step,
+    spec: ReconfigurationSpec,
+    document: Mapping[str, Any],
+    planned: Mapping[str, Any] | None,
+) -> None:
+    """The agent accepted `document` → Applying, with the plan when just admitted."""
+    plan_fields = dict(planned or {})
     # The annotation first (a metadata write, before anything else can happen), then the
     # status with the same id: a restart in between finds the annotation (and a crash
     # before the annotation is harmless: the idempotency key gets the same plan back).
-    await current.remember_plan_id(str(document["id"]))
+    await current.remember_plan_id(str(document["id"]), spec.job_ref.name)
     decision = from_agent_plan(document, plan_fields.get("plan") or current.status.plan)
     message = f"the agent accepted plan {document['id']}"
     if planned is not None:
@@ -357,7 +389,8 @@ async def _record_on_job(
     rescale = spec.get("rescale") or {}
     if rescale.get("executors"):
         update["executors"] = int(rescale["executors"])
-    await current.ctx.cluster.patch(Ref.of(job_body), {"status": update}, status=True)
+    written = await current.ctx.cluster.patch(Ref.of(job_body), {"status": update}, status=True)
+    current.ctx.known.wrote(written)
     events.emit(job_body, "ReconfigurationCompleted", f"{current.name} ({last.kind}) completed")
     if timings and timings.requested_at and timings.completed_at:
         waited = (timings.completed_at - timings.requested_at).total_seconds()
@@ -393,10 +426,10 @@ async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: s
     waiting = [s for s in await _siblings(ctx, namespace, job) if s.phase in WAITING]
     waiting.sort(key=lambda s: (s.created, s.name))
     if waiting and waiting[0].name != finished:
-        await step(ctx, namespace, waiting[0].name)
+        await step(ctx, namespace, waiting[0].name, job)
 
 
-async def _follow_up(ctx: OperatorContext, namespace: str, name: str) -> None:
+async def _follow_up(ctx: OperatorContext, namespace: str, name: str, job: str) -> None:
     """Step one unfinished Reconfiguration now and then every `intervals.reconfiguration`
     seconds until it settles: what a kopf timer did, without kopf's bookkeeping on the
     object (a timer needs a finalizer: two more patches and watch events per object, and
@@ -404,7 +437,7 @@ async def _follow_up(ctx: OperatorContext, namespace: str, name: str) -> None:
     try:
         while True:
             try:
-                if await step(ctx, namespace, name):
+                if await step(ctx, namespace, name, job):
                     return
                 delay = ctx.intervals.reconfiguration
             except kopf.TemporaryError as error:
@@ -417,12 +450,12 @@ async def _follow_up(ctx: OperatorContext, namespace: str, name: str) -> None:
         ctx.followers.pop((namespace, name), None)
 
 
-def follow(ctx: OperatorContext, namespace: str, name: str) -> None:
+def follow(ctx: OperatorContext, namespace: str, name: str, job: str = "") -> None:
     """Make sure one follow-up task runs for this Reconfiguration (idempotent)."""
     key = (namespace, name)
     if key not in ctx.followers:
         ctx.followers[key] = asyncio.create_task(
-            _follow_up(ctx, namespace, name), name=f"reconfiguration/{namespace}/{name}"
+            _follow_up(ctx, namespace, name, job), name=f"reconfiguration/{namespace}/{name}"
         )
 
 
@@ -438,8 +471,9 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         body: kopf.Body,
         namespace: str | None,
         name: str | None,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
+        ctx.known.attach(kwargs)
         if type == "DELETED" or name is None:
             return
         metadata = body.get("metadata") or {}
@@ -451,4 +485,4 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         if metadata.get("deletionTimestamp"):
             return
         if (body.get("status") or {}).get("phase") not in FINAL_VALUES:
-            follow(ctx, namespace or "", name)
+            follow(ctx, namespace or "", name, job_of(body))

@@ -341,6 +341,7 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         await deleted(ctx, body)
 
     @kopf.timer(*RESOURCE, interval=ctx.intervals.health, registry=registry)
-    async def streamjob_health(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    async def streamjob_health(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        ctx.known.attach(kwargs)
         async with ctx.lock(f"job/{body['metadata']['uid']}"):
             await check_health(ctx, body, patch)

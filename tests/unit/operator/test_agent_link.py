@@ -58,6 +58,7 @@ async def _submissions(state: Path) -> tuple[list[dict[str, Any]], list[Any]]:
             await link.submit(address, "swap-model", SPEC, key=key),  # the crash window
         ]
     finally:
+        await link.close()
         await runner.cleanup()
     return documents, seen
 
