@@ -47,7 +47,7 @@ def test_a_reconfiguration_is_planned_applied_and_completed(harness: Harness) ->
         5,
         "lastReconfiguration on the job",
     )
-    # Labelled with its job, so queueing lists only this job's Reconfigurations.
+    # Labelled with its job (written with the plan id: one metadata patch), for `kubectl -l`.
     assert done["metadata"]["labels"]["swivel.dev/job"] == "fraud-detection"
     assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
     assert job["status"]["lastReconfiguration"]["kind"] == "live-control"
@@ -103,6 +103,24 @@ def test_a_second_reconfiguration_queues_until_the_first_completes(harness: Harn
     h.link.finish_all()
     h.wait_phase("reconfigurations", "second", "Completed")
     assert [name for _, name, _ in h.link.submissions] == ["first", "second"]
+
+
+def test_a_burst_for_one_job_goes_one_at_a_time_in_order_without_asking_the_agent_twice(
+    harness: Harness,
+) -> None:
+    """Queueing reads the job's siblings from kopf's index, not from a listing: objects
+    created back to back still go one at a time, oldest first (same second: by name), and
+    none is sent while another runs (the agent is never asked to refuse one with 409)."""
+    h = harness
+    h.link.completion_polls = 2
+    h.job()
+    names = [f"burst-{i}" for i in range(4)]
+    for i, name in enumerate(names):
+        _recon(h, name, functionUpdates=[{"operator": "combine", "params": {"round": i}}])
+    for name in names:
+        h.wait_phase("reconfigurations", name, "Completed", timeout=15)
+    assert [name for _, name, _ in h.link.submissions] == names
+    assert [call for call, _ in h.link.calls if call == "submit"] == ["submit"] * len(names)
 
 
 def test_an_operator_restart_mid_applying_resumes_without_a_second_submit(
