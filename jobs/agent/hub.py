@@ -31,6 +31,7 @@ from swivel.jobs.agent.submissions import (
     PlanRejected,
     build_transition,
     default_planner,
+    heads_above_a_split,
     initial_operators,
     parse_submission,
     updated_operators,
@@ -225,6 +226,9 @@ class Hub:
                 return earlier, False
             self._refuse_while_busy()
             plan = self._planner(self.job, submission.spec)
+            refused = heads_above_a_split(plan, self.job, submission.scheduler)
+            if refused:
+                raise PlanRejected(422, refused)
         except PlanRejected:
             self.metrics.plans.labels("rejected").inc()
             raise

@@ -132,12 +132,7 @@ def _switches_above_a_split(
     """
     if scheduler not in ("fries", "naive"):
         return []
-    from swivel.jobs.runtime.shapes import CompileError, plan_shape
-
-    try:
-        replicated = plan_shape(job).replicated
-    except CompileError:
-        return []  # the driver refuses the job itself, with its own field
+    replicated = _replicated(job)
     return [
         FieldProblem(
             f"spec.functionUpdates[{index}].operator",
@@ -148,6 +143,47 @@ def _switches_above_a_split(
         for index, update in enumerate(spec.function_updates)
         if update.operator in replicated
     ]
+
+
+def heads_above_a_split(
+    plan: Mapping[str, Any], job: StreamJobSpec, scheduler: str
+) -> list[FieldProblem]:
+    """Refuse a Fries plan one of whose heads Spark evaluates once per branch of a split.
+
+    A head need not be a target: the planner makes the earliest one-to-many ancestor of the
+    targets a head (`swivel.controllers.mcs`), and that head stamps each record's tag. Run
+    once per branch, in different tasks, it may stamp one record old in one branch and new
+    in the other, and the record reaches the targets under both versions. Known only after
+    planning; the targets themselves were refused before (`parse_submission`).
+    """
+    if scheduler != "fries":
+        return []  # naive has no heads; its targets were checked before planning
+    replicated = _replicated(job)
+    problems = []
+    for component in plan.get("components", ()):
+        targets = sorted(component.get("targets", ()))
+        for head in component.get("heads", ()):
+            if head in replicated:
+                problems.append(
+                    FieldProblem(
+                        "spec.scheduler",
+                        f"fries would switch at {head!r}, the head of the component of "
+                        f"{targets}, and {head!r} runs once per branch of a split in this "
+                        "dataflow (docs/runtime.md, Splits), so one record could reach them "
+                        "under both versions; use scheduler: epoch (or restart)",
+                    )
+                )
+    return problems
+
+
+def _replicated(job: StreamJobSpec) -> frozenset[str]:
+    """The operators Spark evaluates once per branch (`swivel.jobs.runtime.shapes`)."""
+    from swivel.jobs.runtime.shapes import CompileError, plan_shape
+
+    try:
+        return frozenset(plan_shape(job).replicated)
+    except CompileError:
+        return frozenset()  # the driver refuses the job itself, with its own field
 
 
 def initial_operators(job: StreamJobSpec) -> dict[str, OperatorConfig]:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.submissions import PlanRejected, parse_submission
 
 COUNTING = "swivel.jobs.examples.probes:counting"
@@ -68,3 +69,44 @@ def test_boundary_switches_and_operators_below_the_split_are_accepted(
 ) -> None:
     submission = parse_submission(body(operator, scheduler), SPLIT_JOB, "split")
     assert submission.scheduler == scheduler
+
+
+# fm (one-to-many) feeds a keyed and a stateless branch that meet again at a union: Spark
+# runs fm once per branch. Updating t makes fm a Fries head although fm is no target.
+HEAD_SPLIT_JOB = StreamJobSpec.model_validate(
+    {
+        "source": {"kind": "generator"},
+        "dataflow": {
+            "bins": 4,
+            "operators": [
+                {"name": "src", "kind": "source"},
+                {"name": "fm", "kind": "flatMap", "inputs": ["src"], "function": PARSE},
+                {"name": "k", "kind": "keyed", "key": "customer",
+                 "inputs": [{"from": "fm", "partitioning": "hash", "key": "customer"}],
+                 "function": COUNTING},
+                {"name": "a", "inputs": ["fm"], "function": PARSE},
+                {"name": "u", "kind": "union",
+                 "inputs": [{"from": "k", "partitioning": "hash", "key": "customer"},
+                            {"from": "a", "partitioning": "hash", "key": "customer"}]},
+                {"name": "t", "inputs": ["u"], "function": PARSE},
+                {"name": "out", "kind": "sink", "inputs": ["t"]},
+            ],
+        },
+    }
+)  # fmt: skip
+
+
+def test_a_fries_head_above_a_split_is_refused_even_when_it_is_no_target() -> None:
+    agent = Hub(HEAD_SPLIT_JOB, "split")
+    with pytest.raises(PlanRejected) as refused:
+        agent.submit(body("t", "fries"))
+    assert refused.value.status == 422
+    (problem,) = refused.value.problems
+    assert problem.field == "spec.scheduler"
+    assert "'fm'" in problem.reason and "once per branch" in problem.reason
+    assert agent.snapshot.config_version == 1 and agent.active_plan is None
+
+
+def test_the_same_update_under_epoch_is_accepted() -> None:
+    agent = Hub(HEAD_SPLIT_JOB, "split")
+    assert agent.submit(body("t", "epoch")).to_config_version == 2
