@@ -16,7 +16,10 @@ No orphans when the Python process goes away without `stop()`:
 - `atexit` and SIGTERM / SIGINT / SIGHUP handlers (installed from the main thread at the
   first `start()`) stop every running cluster and then chain to the handler that was there
   before (a default disposition is restored and the signal re-raised, so the exit status
-  still says "killed by SIGTERM").
+  still says "killed by SIGTERM");
+- a `start()` that fails (a daemon exits early, the workers time out) stops what it
+  started before it raises: callers start a cluster before their `try`, and `__exit__`
+  does not run when `__enter__` raises.
 
 Start clusters from a long-lived thread (the main thread): the death signal follows the
 thread that forked the daemon. Sizing for a
@@ -192,17 +195,21 @@ class LocalCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self.master_port = self.master_port or free_port()
         self.master_ui_port = self.master_ui_port or free_port()
-        self._spawn(
-            "master",
-            "org.apache.spark.deploy.master.Master",
-            "--host", "127.0.0.1",
-            "--port", str(self.master_port),
-            "--webui-port", str(self.master_ui_port),
-        )  # fmt: skip
         count = self.workers if initial_workers is None else initial_workers
-        for _ in range(count):
-            self.add_worker(wait=False)
-        self.wait_for_workers(count, timeout)
+        try:
+            self._spawn(
+                "master",
+                "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1",
+                "--port", str(self.master_port),
+                "--webui-port", str(self.master_ui_port),
+            )  # fmt: skip
+            for _ in range(count):
+                self.add_worker(wait=False)
+            self.wait_for_workers(count, timeout)
+        except BaseException:  # a daemon exited early, timed out, Ctrl-C: no half cluster
+            self.stop(grace_s=5.0)
+            raise
         return self
 
     def add_worker(self, wait: bool = True, timeout: float = 60.0) -> None:
@@ -310,7 +317,8 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.popen.pid, signal.SIGKILL)
-                process.popen.wait(timeout=5)
+                with contextlib.suppress(subprocess.TimeoutExpired):  # the rest still runs
+                    process.popen.wait(timeout=5)
         for process in self._processes:  # stragglers of a group whose leader is gone
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.popen.pid, signal.SIGKILL)

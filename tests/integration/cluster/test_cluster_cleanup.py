@@ -1,7 +1,8 @@
 """`LocalCluster` leaves no orphans: a process that started a cluster and then dies without
 calling `stop()` -- SIGKILL (the kernel's parent-death signal ends the daemons), SIGTERM
 (the handler stops the cluster, then the process still dies of SIGTERM), or a plain exit
-(atexit) -- takes the master and worker JVMs (and their process groups) with it."""
+(atexit) -- takes the master and worker JVMs (and their process groups) with it. A
+`start()` that fails (a worker exits early) stops what it started before it raises."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from swivel.jobs.migration.cluster import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -93,3 +97,23 @@ def test_exit_without_stop_ends_the_daemons(tmp_path: Path) -> None:
     child, pids = _start(tmp_path, "exit")
     assert child.wait(timeout=40) == 0
     _assert_gone(pids, timeout=10)
+
+
+def test_a_failed_start_stops_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker refuses its memory and exits at once, while the master comes up.
+    cluster = LocalCluster(workers=1, worker_memory="lots", root=tmp_path / "cluster")
+    spawned: list[int] = []
+    spawn = cluster._spawn
+
+    def spawn_and_note(name: str, *args: str) -> Any:
+        process = spawn(name, *args)
+        spawned.append(process.popen.pid)
+        return process
+
+    monkeypatch.setattr(cluster, "_spawn", spawn_and_note)
+    with pytest.raises(RuntimeError, match="worker-0 exited early"):
+        cluster.start(timeout=60.0)
+    assert len(spawned) == 2
+    _assert_gone(spawned, timeout=10)
