@@ -39,8 +39,7 @@ class FakeMover:
     last_boundary: int | None = None
     internals: Any = None
     on_progress: Any = None
-    _active: Any = None
-    _queue: list[Any] = field(default_factory=list)
+    migrating: bool = False  # BinMover.migrating: a test switches it
     boundaries: list[int] = field(default_factory=list)
     migrated: list[dict[int, str]] = field(default_factory=list)  # targets, one per migrate
     moved: list[tuple[int, str]] = field(default_factory=list)  # (bin, executor) carried out

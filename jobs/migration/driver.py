@@ -239,9 +239,7 @@ class MigrationDriver:
         return 0.0 if last is None else last + self.coordination_interval_s - time.monotonic()
 
     def _migrating(self) -> bool:
-        return getattr(self.mover, "_active", None) is not None or bool(
-            getattr(self.mover, "_queue", None)
-        )
+        return self.mover.migrating
 
     def shared_snapshot(self, max_age_s: float) -> LoadSnapshot | None:
         """The loads a policy round decides on: the latest measurement if it is at most

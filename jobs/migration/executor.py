@@ -272,6 +272,12 @@ class BinMover:
         self._report(migration)
         return migration
 
+    @property
+    def migrating(self) -> bool:
+        """A migration is queued or running (bins may move at the next boundary)."""
+        with self._lock:
+            return self._active is not None or bool(self._queue)
+
     def wait(self, migration: Migration, timeout: float = 300.0) -> Migration:
         if not migration.done.wait(timeout):
             raise TimeoutError(f"{migration.id} still {migration.phase} after {timeout}s")

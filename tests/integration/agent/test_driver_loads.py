@@ -99,9 +99,9 @@ def test_no_measurement_while_bins_move_or_when_measuring_fails(agent: Any, call
     measure = FakeMeasure()
     driver, mover = _driver(agent, measure, interval_s=0.01)
     driver.on_batch_completed(3, "run-1", duration_ms=100.0)
-    mover._active = object()  # a migration runs
+    mover.migrating = True  # a migration runs
     assert driver.measure_loads() is None and measure.calls == []
-    mover._active = None
+    mover.migrating = False
     measure.fail = True
     try:
         driver.measure_loads()

@@ -101,6 +101,19 @@ def test_fluid_plan_one_move_per_boundary_all_verified() -> None:
     assert fake.coordinator == target
 
 
+def test_migrating_from_submit_until_the_migration_is_done() -> None:
+    fake = FakeInternals(4)
+    mover = mover_with(fake, 4)
+    mover.boundary(0)
+    assert not mover.migrating
+    migration = mover.migrate({**fake.coordinator, 0: "1"}, "all-at-once")
+    assert mover.migrating  # queued: nothing applied before the next boundary
+    batch = drive(fake, mover, 0, 1)
+    assert mover.migrating and migration.phase == "Running"
+    drive(fake, mover, batch, 2)
+    assert migration.done.is_set() and not mover.migrating
+
+
 def test_a_move_that_ran_elsewhere_is_retried() -> None:
     fake = FakeInternals(4)
     mover = mover_with(fake, 4)

@@ -95,12 +95,12 @@ def test_no_measurement_yet_means_the_driver_measures_once(setup: Any) -> None:
 def test_bins_moving_at_a_boundary_make_the_measurement_unusable(setup: Any) -> None:
     driver, mover, measure = setup
     driver.measure_loads()
-    mover._active = object()  # a migration runs through the next boundary
+    mover.migrating = True  # a migration runs through the next boundary
     driver.on_batch_completed(1, "run-1", 1000.0)
     loop = _loop(driver, mover)
     assert loop.round(60.0) == 60.0  # nothing to decide on while bins move
     assert loop.rounds == [] and measure.calls == 1
-    mover._active = None
+    mover.migrating = False
     driver.on_batch_completed(2, "run-1", 1000.0)
     loop.round(60.0)
     assert measure.calls == 2 and len(loop.rounds) == 1  # measured on the new placement
