@@ -18,8 +18,10 @@ refused on local Spark.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,12 @@ import click
 
 from swivel.api.errors import SpecError
 from swivel.api.manifests import load_streamjob
+from swivel.api.streamjob import QUANTITY_PATTERN
 from swivel.cli.errors import fail
 
 _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
 LOCAL_CLUSTER = "local-cluster"
+EXECUTOR_MEMORY = "spec.executor.memory"
 POLICIES = ("rebalance", "memory", "aimd")
 
 
@@ -68,10 +72,7 @@ def command(  # click passes every option by name
 ) -> None:
     """Run the job in JOB.yaml locally until Ctrl-C; reconfigure it with `swivel apply`."""
     check_master(master, policy)
-    try:
-        job = load_streamjob(job_path)
-    except SpecError as error:
-        fail(error, str(job_path))
+    job = _load(job_path, master)
     from swivel.embedded import registry
     from swivel.embedded.running import EmbeddedJob
 
@@ -130,6 +131,17 @@ def command(  # click passes every option by name
         _report_schedule(embedded.schedule_dir)
 
 
+def _load(job_path: Path, master: str | None) -> Any:
+    """The job, or one `field: reason` line per problem and exit status 2 (nothing started)."""
+    try:
+        job = load_streamjob(job_path)
+        if master is not None:  # it sizes the executors' JVMs (local Spark has none)
+            _jvm_memory(job.spec.executor.memory, EXECUTOR_MEMORY)
+    except SpecError as error:
+        fail(error, str(job_path))
+    return job
+
+
 def check_master(master: str | None, policy: str | None) -> None:
     """Refuse what cannot work before anything starts (a usage error, exit status 2)."""
     if master is not None and master != LOCAL_CLUSTER and not master.startswith("spark://"):
@@ -155,6 +167,7 @@ def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
     from swivel.jobs.spark_internals import SparkInternals
 
     executors = job.spec.executor.instances
+    memory = _jvm_memory(job.spec.executor.memory, EXECUTOR_MEMORY)  # before any JVM starts
     cluster = None
     url = master
     if master == LOCAL_CLUSTER:
@@ -167,7 +180,7 @@ def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
     conf = migration_spark_conf({  # the UI on, one task per bin
         "spark.ui.port": str(free_port()),
         "spark.executor.cores": str(job.spec.executor.cores),
-        "spark.executor.memory": _jvm_memory(job.spec.executor.memory),
+        "spark.executor.memory": memory,
         **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
            if cluster is not None else {}),
         **job.spec.spark_conf,
@@ -199,13 +212,31 @@ def _wait_for_executors(internals: Any, count: int, timeout_s: float) -> None:
             time.sleep(1.0)
 
 
-def _jvm_memory(quantity: str) -> str:
-    factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6,
-               "G": 10**9, "T": 10**12}  # fmt: skip
-    for suffix in sorted(factors, key=len, reverse=True):
-        if quantity.endswith(suffix):
-            return f"{max(1, int(float(quantity[: -len(suffix)]) * factors[suffix]) // 2**20)}m"
-    return f"{max(1, int(float(quantity)) // 2**20)}m"
+_BYTES_PER = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+              "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "": 1}  # fmt: skip
+
+
+def _jvm_memory(quantity: str, field: str) -> str:
+    """A Kubernetes memory quantity as Spark's memory string, in whole mebibytes (`1536m`).
+
+    The models admit every Kubernetes suffix, milli (`m`) included; a memory size in
+    thousandths of a byte (`512m` = 0.512 bytes, Kubernetes warns about it too) is almost
+    always a Spark-style `512m` meant as mebibytes, so it is refused, naming `field`."""
+    match = re.fullmatch(QUANTITY_PATTERN, quantity)
+    if match is None:
+        raise SpecError.single(field, f"{quantity!r} is not a Kubernetes quantity (e.g. 2Gi)")
+    suffix = match.group(2) or ""
+    number = quantity.removesuffix(suffix)
+    if suffix == "m":
+        raise SpecError.single(
+            field,
+            f"{quantity!r} is {Decimal(number) / 1000} bytes ('m' is milli);"
+            f" for mebibytes write '{number}Mi'",
+        )
+    size = Decimal(number) * _BYTES_PER[suffix]
+    if size != size.to_integral_value():
+        raise SpecError.single(field, f"{quantity!r} is not a whole number of bytes")
+    return f"{max(1, int(size) // 2**20)}m"
 
 
 def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[Any, Any]:
