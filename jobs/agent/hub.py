@@ -310,9 +310,10 @@ class Hub:
             )  # fmt: skip
 
     def _expected(self, record: PlanRecord) -> frozenset[plans.WorkerOperator]:
-        """Live workers that hosted a target when the plan was accepted: a worker that
-        starts hosting it later (a freshly forked Python worker) never ran the old version,
-        so it has nothing to switch; its records still count towards propagation."""
+        """Live workers that hosted a target or a Fries head when the plan was accepted: a
+        worker that starts hosting it later (a freshly forked Python worker) never ran the
+        old version, so it has nothing to switch; its records still count towards
+        propagation."""
         accepted = record.timings.accepted_at
         hosted = (
             (w.pid, op)
@@ -343,6 +344,7 @@ class Hub:
                     at=at,
                     batch_id=None if batch is None else int(batch),
                     kind=str(ack.get("kind") or "processed"),
+                    config_version=ack.get("configVersion"),
                 )
         if record is not None and record is not before:
             self._state.plans[record.id] = record

@@ -8,15 +8,18 @@ A plan is *Accepted* once it is durable (written under the state directory) and 
 once its snapshot is published. A worker process switches a target operator either by
 processing records under the new version (a *processed* ack, stamped with the check that
 chose it) or, where `swivel.jobs.control.arming` allows, on receipt of the snapshot (an
-*armed* ack: a Fries non-head that picks its function by tag, or an idle head).
+*armed* ack: a Fries non-head that picks its function by tag, or an idle head). A Fries
+head that is no target (the planner heads a component with the targets' one-to-many
+ancestor) switches too: it starts stamping new tags; its acks carry its unchanged
+function version and the new configuration version.
 
-- **delay** = acceptance -> the last switch of a live worker hosting a target: from then on
-  every record that enters the job is processed under the new versions. The benchmark's
-  figure.
+- **delay** = acceptance -> the last switch of a live worker hosting a target or a Fries
+  head: from then on every record that enters the job is processed under the new
+  versions. The benchmark's figure.
 - **propagation** = acceptance -> the moment the new version had processed records at every
   target operator (for a non-head behind a shuffle, when the upstream stage ended).
 
-It *Completes* when both hold: every live worker hosting a target switched, and every
+It *Completes* when both hold: every live worker hosting a target or head switched, and every
 target operator processed records under its new version (so the batch in which the switch
 happened is known before the transition is retired).
 
@@ -30,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+
+from swivel.jobs.control.arming import ARMED, PROCESSED
 
 
 class PlanPhase(enum.StrEnum):
@@ -105,6 +110,13 @@ class PlanRecord:
     migration: Mapping[str, Any] | None = None  # the driver's last bin-migration report
     idempotency_key: str | None = None  # the submitter's key: a repeat gets this plan back
     coordination: Mapping[str, Any] | None = None  # the driver's confirmation of the interval
+
+    @property
+    def heads(self) -> frozenset[str]:
+        """The Fries components' heads (targets or not): they switch by stamping tags."""
+        if self.scheduler != "fries":
+            return frozenset()
+        return frozenset(h for c in self.plan.get("components", ()) for h in c.get("heads", ()))
 
     @property
     def moves_bins(self) -> bool:
@@ -216,17 +228,20 @@ def record_switch(
     version: int,
     at: float,
     batch_id: int | None,
-    kind: str = "processed",
+    kind: str = PROCESSED,
+    config_version: int | None = None,
 ) -> PlanRecord:
-    """Note that worker `pid` switched `operator` to `version` (`kind`: processed | armed);
-    unchanged if it is not a switch of this plan."""
-    wanted = record.targets.get(operator)
+    """Note that worker `pid` switched `operator` to `version` under `config_version`
+    (`kind`: processed | armed); unchanged if it is not a switch of this plan."""
+    if record.phase != PlanPhase.APPLYING:
+        return record
+    if not _switches(record, operator, version, config_version):
+        return record
     key = (pid, operator)
-    if record.phase != PlanPhase.APPLYING or wanted is None or version < wanted:
-        return record
-    processed = kind != "armed"
-    if key in record.switched and (not processed or operator in record.processed):
-        return record
+    ran = kind != ARMED  # records ran (in batch `batch_id`), not only received
+    processed = ran and operator in record.targets  # a target's new version ran
+    if key in record.switched and (not ran or operator in record.processed):
+        return record  # nothing new: no time, no target reached, no later batch
     t = record.timings
     # Worker clocks may trail the agent's a little; a switch cannot precede acceptance.
     at = max(at, t.accepted_at or at)
@@ -255,11 +270,25 @@ def record_switch(
     )
 
 
+def _switches(record: PlanRecord, operator: str, version: int, config_version: int | None) -> bool:
+    """A target switches to its new function version; a head that is no target keeps its
+    function and switches to the plan's configuration version (the tags it stamps)."""
+    wanted = record.targets.get(operator)
+    if wanted is not None:
+        return version >= wanted
+    return (
+        operator in record.heads
+        and config_version is not None
+        and config_version >= record.to_config_version
+    )
+
+
 def expected_workers(
     record: PlanRecord, hosted: Iterable[WorkerOperator]
 ) -> frozenset[WorkerOperator]:
-    """The (pid, operator) pairs that must switch: live workers hosting a target."""
-    return frozenset(pair for pair in hosted if pair[1] in record.targets)
+    """The (pid, operator) pairs that must switch: live workers hosting a target or head."""
+    switching = record.heads | set(record.targets)
+    return frozenset(pair for pair in hosted if pair[1] in switching)
 
 
 def completion_due(record: PlanRecord, expected: frozenset[WorkerOperator]) -> bool:
@@ -285,11 +314,19 @@ def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[st
         }
         for op, version in record.targets.items()
     }
+    heads = {
+        op: {
+            "switched": sum(1 for _, o in record.switched if o == op),
+            "total": sum(1 for _, o in pairs if o == op),
+        }
+        for op in sorted(record.heads - set(record.targets))
+    }
     migration = record.migration or {}
     return {
         "workersSwitched": len(switched_pids),
         "workersTotal": len(pids),
         "operators": operators,
+        "heads": heads,
         "binsMoved": int(migration.get("binsMoved", 0)),
         "binsTotal": int(migration.get("binsTotal", 0)),
         "step": int(migration.get("step", 0)),

@@ -18,7 +18,11 @@ A worker acknowledges a function version in two ways (docs/control-protocol.md):
   * a **head** (or a naive target, or a lone Fries target) that is **not in the middle of
     an Arrow batch** for the operator in this process: its next check reads the snapshot
     that is already in memory, so every record it emits from now on is new. A head that is
-    busy switches at its next check and acknowledges then (processed).
+    busy switches at its next check and acknowledges then (processed). A Fries head need
+    not be a target (the planner heads a component with the targets' one-to-many
+    ancestor): it keeps its function version but stamps the new configuration version
+    from its next check, so it is armed like any head; the agent takes its ack by the
+    configuration version (`swivel.jobs.agent.plans`).
 
 Epoch and restart never arm: their switch is a micro-batch boundary or a new query, and the
 first record processed there is their switch.
@@ -37,16 +41,20 @@ PROCESSED = "processed"
 def armed_version(snapshot: Snapshot, operator: str, *, busy: bool) -> int | None:
     """The function version `operator` is switched to on receipt of `snapshot`, else None."""
     transition = snapshot.transition
-    if transition is None or not transition.is_target(operator):
-        return None
     config = snapshot.operators.get(operator)
-    if config is None:
+    if transition is None or config is None:
         return None
     if transition.scheduler == "fries":
         component = transition.component_of(operator)
-        if component is not None and operator not in component.heads:
+        if component is not None and operator in component.heads:
+            return None if busy else config.version  # a head, target or not
+        if not transition.is_target(operator):
+            return None
+        if component is not None:
             return config.version  # a tag-follower holds both functions
-        return None if busy else config.version
+        return None if busy else config.version  # a lone target switches like a head
+    if not transition.is_target(operator):
+        return None
     if transition.scheduler == "naive":
         return None if busy else config.version
     return None

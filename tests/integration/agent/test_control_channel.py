@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from swivel.api.streamjob import StreamJob
 from swivel.jobs.control import client as control
 from swivel.jobs.control.client import ControlClient
+from tests.integration.agent.conftest import TOKEN, AgentServer
 
+PARSE = "swivel.jobs.examples.fraud:parse"
 WORKER_PROCESS = textwrap.dedent(
     """
     import sys, time
@@ -231,3 +234,48 @@ def test_a_forked_child_gets_its_own_client_and_snapshot(
         assert control.get_client() is parent
     finally:
         control.reset()
+
+
+def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any, call: Any) -> None:
+    """Updating a and b makes fm (one-to-many) their component's head: a real client
+    hosting fm, idle, acks armed on receipt (its unchanged function version, the new
+    configuration version) and the plan counts it."""
+    job = StreamJob.model_validate(
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "source": {"kind": "generator"},
+                "dataflow": {
+                    "bins": 4,
+                    "operators": [
+                        {"name": "src", "kind": "source"},
+                        {"name": "fm", "kind": "flatMap", "inputs": ["src"], "function": PARSE},
+                        {"name": "a", "inputs": ["fm"], "function": PARSE},
+                        {"name": "b", "inputs": ["a"], "function": PARSE},
+                        {"name": "out", "kind": "sink", "inputs": ["b"]},
+                    ],
+                },
+            },
+        }
+    )
+    server = AgentServer(job, tmp_path / "state")
+    head = ControlClient(server.url, TOKEN, pid=4001, watch_timeout_s=5)
+    head.register("fm")
+    try:
+        head.start()
+        _wait_until(lambda: 4001 in _live_pids(server))
+        spec = {"jobRef": {"name": "j"}, "scheduler": "fries",
+                "functionUpdates": [{"operator": "a", "params": {"x": "1"}},
+                                    {"operator": "b", "params": {"x": "1"}}]}  # fmt: skip
+        status, plan, _ = call(server.url + "/v1/plans", "POST", {"name": "swap", "spec": spec})
+        assert status == 202
+        assert plan["progress"]["heads"] == {"fm": {"switched": 0, "total": 1}}
+        plan_url = f"{server.url}/v1/plans/{plan['id']}"
+        _wait_until(lambda: call(plan_url)[1]["progress"]["heads"]["fm"]["switched"] == 1)
+        acks = [{"pid": 4002, "operator": op, "version": 2, "configVersion": 2}
+                for op in ("a", "b")]  # fmt: skip
+        assert call(server.url + "/v1/control/acks", "POST", acks)[0] == 202
+        _wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+    finally:
+        head.stop()
+        server.stop()

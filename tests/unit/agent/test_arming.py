@@ -14,6 +14,7 @@ NEW = {
     "tail": OperatorConfig("m:t", 3),
     "lone": OperatorConfig("m:l", 4),
     "outside": OperatorConfig("m:o", 1),
+    "fan": OperatorConfig("m:f", 1),  # a head the planner added: no target, same version
 }
 
 
@@ -22,7 +23,7 @@ def snapshot(scheduler: str | None) -> Snapshot:
     if scheduler is not None:
         components = ()
         if scheduler == "fries":
-            components = (Component(0, ("head",), ("head", "middle", "tail")),)
+            components = (Component(0, ("head", "fan"), ("head", "fan", "middle", "tail")),)
         transition = Transition("p", scheduler, 6, 7, OLD, components)
     return Snapshot(config_version=7, operators=NEW, revision=9, transition=transition)
 
@@ -35,6 +36,9 @@ TABLE = [
     ("fries", "tail", True, 3),  # a non-head follows tags: switched once it holds both
     ("fries", "tail", False, 3),
     ("fries", "middle", False, None),  # in the component but not a target: nothing to ack
+    ("fries", "fan", False, 1),  # an idle head that is no target: stamps new tags next
+    ("fries", "fan", True, None),  # busy: switches (and acks processed) at its next check
+    ("epoch", "fan", False, None),
     ("fries", "outside", False, None),
     ("fries", "lone", False, 4),  # a target in no component switches like a head
     ("fries", "lone", True, None),

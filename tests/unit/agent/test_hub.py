@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from swivel.api.manifests import load_streamjob
+from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 from swivel.jobs.agent.submissions import PlanRejected
 
+PARSE = "swivel.jobs.examples.fraud:parse"
 JOB = load_streamjob(
     Path(__file__).resolve().parents[3] / "examples/fraud-detection/streamjob.yaml"
 )
@@ -133,3 +135,44 @@ def test_epoch_without_started_reports_skips_the_batch_that_may_be_running(tmp_p
     agent.submit(body("epoch"))
     transition = agent.snapshot.transition
     assert transition is not None and transition.apply_from_batch == 11
+
+
+HEADED_BY_A_NON_TARGET = StreamJobSpec.model_validate(
+    {
+        "source": {"kind": "generator"},
+        "dataflow": {
+            "bins": 4,
+            "operators": [
+                {"name": "src", "kind": "source"},
+                {"name": "fm", "kind": "flatMap", "inputs": ["src"], "function": PARSE},
+                {"name": "a", "inputs": ["fm"], "function": PARSE},
+                {"name": "b", "inputs": ["a"], "function": PARSE},
+                {"name": "out", "kind": "sink", "inputs": ["b"]},
+            ],
+        },
+    }
+)
+
+
+def test_the_delay_waits_for_a_head_that_is_no_target(tmp_path: Path) -> None:
+    """Updating a and b makes fm (one-to-many) the component's head: until fm's worker
+    stamps new tags, records still reach a and b under the old versions."""
+    clock = Clock()
+    agent = Hub(HEADED_BY_A_NON_TARGET, "j", store=StateStore(tmp_path), clock=clock)
+    agent._register(1, ["fm"])
+    agent._register(2, ["a", "b"])
+    spec = {"jobRef": {"name": "j"}, "scheduler": "fries",
+            "functionUpdates": [{"operator": "a", "params": {"x": "1"}},
+                                {"operator": "b", "params": {"x": "1"}}]}  # fmt: skip
+    record = agent.submit({"name": "swap", "spec": spec})
+    assert record.heads == {"fm"} and "fm" not in record.targets
+    clock.now += 0.01
+    agent.record_acks([{"pid": 2, "operator": op, "version": 2, "configVersion": 2,
+                        "at": clock.now, "kind": "processed"} for op in ("a", "b")])  # fmt: skip
+    assert agent.plan(record.id).phase.value == "Applying"  # fm has not switched
+    clock.now += 0.05
+    agent.record_acks([{"pid": 1, "operator": "fm", "version": 1, "configVersion": 2,
+                        "at": clock.now, "kind": "armed"}])  # fmt: skip
+    done = agent.plan(record.id)
+    assert done.phase.value == "Completed"
+    assert done.delay_ms == pytest.approx(60.0)

@@ -138,3 +138,35 @@ def test_the_durable_form_keeps_armed_and_processed_apart() -> None:
     again = PlanRecord.from_state(record.to_state())
     assert again == record
     assert again.processed == {"head"} and again.timings.propagated_at == 100.7
+
+
+def test_a_head_that_is_no_target_must_switch_to_the_new_configuration_version() -> None:
+    """The planner heads a component with the targets' one-to-many ancestor (`fan`): it
+    keeps function version 1 but stamps tags, so the delay is not over before it stamps
+    new ones; its acks carry the configuration version."""
+    record = move(
+        PlanRecord(
+            id="swap-2", name="swap", scheduler="fries", spec={},
+            plan={"components": [{"heads": ["fan"], "operators": ["fan", "a", "b"],
+                                  "targets": ["a", "b"]}]},
+            from_config_version=1, to_config_version=2, targets={"a": 2, "b": 2},
+            timings=Timings(accepted_at=100.0),
+        ),
+        PlanPhase.APPLYING,
+    )  # fmt: skip
+    assert record.heads == {"fan"}
+    expected = expected_workers(record, [(1, "fan"), (2, "a"), (2, "b"), (2, "out")])
+    assert expected == {(1, "fan"), (2, "a"), (2, "b")}
+    for operator in ("a", "b"):
+        record = record_switch(record, pid=2, operator=operator, version=2, at=100.01,
+                               batch_id=4, kind="processed", config_version=2)  # fmt: skip
+    assert not completion_due(record, expected)  # fan still stamps old tags
+    old = record_switch(record, pid=1, operator="fan", version=1, at=100.2, batch_id=4,
+                        config_version=1)  # fmt: skip
+    assert old == record  # an ack under the old configuration is no switch
+    record = record_switch(record, pid=1, operator="fan", version=1, at=100.3, batch_id=5,
+                           config_version=2)  # fmt: skip
+    assert completion_due(record, expected)
+    assert record.processed == {"a", "b"} and record.last_switch_batch == 5
+    assert progress(record, expected)["heads"] == {"fan": {"switched": 1, "total": 1}}
+    assert move(record, PlanPhase.COMPLETED).delay_ms == pytest.approx(300.0)
