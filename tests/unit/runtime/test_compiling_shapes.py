@@ -16,6 +16,13 @@ from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.choosing import parts
 from swivel.jobs.runtime.compiling import linear_chain, merged_schema
+from swivel.jobs.runtime.functions import AllowList
+from swivel.jobs.runtime.operators import (
+    EMITTED_COLUMN,
+    OperatorPlan,
+    OperatorRunner,
+    WorkerSettings,
+)
 from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
 from swivel.jobs.runtime.shapes import CompileError, KeyedStep, Region, merged_columns, plan_shape
 
@@ -369,17 +376,43 @@ def test_a_chunk_view_answers_every_operator_with_the_first_snapshot_of_the_chun
     assert feed.reads == ["a", "b", "b", "a"]  # every operator still registers with the feed
 
 
+def bump_in_place(df: pd.DataFrame) -> pd.DataFrame:
+    """A function that writes into its input (the contract asks for `assign`; not all do)."""
+    df["x"] += 1
+    return df
+
+
+class _OneFunction:
+    """A feed whose every snapshot runs `bump_in_place` for the operators named."""
+
+    def __init__(self, *operators: str) -> None:
+        config = OperatorConfig(f"{__name__}:bump_in_place", 1)
+        self.snapshot = Snapshot(config_version=1, operators=dict.fromkeys(operators, config))
+
+    def current(self, operator: str) -> Snapshot:
+        return self.snapshot
+
+    def ack(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 def test_a_region_hands_each_branch_its_own_rows_and_concatenates_at_the_merge() -> None:
+    columns = ("x", "_swivel_tag_0")
+    view = ChunkView(_OneFunction("a"))  # as compiling.region runs a non-linear region
+    settings = WorkerSettings(feed=view, allow=AllowList(prefixes=(__name__,)))
+    plan = OperatorPlan(
+        "a", False, None, columns, (*columns, EMITTED_COLUMN), view.inner.snapshot.operators["a"]
+    )
     steps = (
-        RegionStep("a", (CHUNK,), ("x", "_swivel_tag_0"), None),
-        RegionStep("b", (CHUNK,), ("x", "_swivel_tag_0"), None),
-        RegionStep("u", ("a", "b"), ("x", "_swivel_tag_0"), None),
+        RegionStep("a", (CHUNK,), columns, OperatorRunner(plan, settings)),  # x += 1 in place
+        RegionStep("b", (CHUNK,), columns, None),
+        RegionStep("u", ("a", "b"), columns, None),
     )
     chunk = pd.DataFrame({"x": [1, 2], "_swivel_tag_0": [0, 7]})
-    (out,) = run_region(steps, "u", None, iter([chunk]))
-    assert list(out["x"]) == [1, 2, 1, 2] and list(out["_swivel_tag_0"]) == [0, 7, 0, 7]
-    out.loc[0, "x"] = 99
-    assert list(chunk["x"]) == [1, 2]  # the branches read copies
+    (out,) = run_region(steps, "u", view, iter([chunk]))
+    # Branch b reads the rows as they came: a's write into its input is a's alone.
+    assert list(out["x"]) == [2, 3, 1, 2] and list(out["_swivel_tag_0"]) == [0, 7, 0, 7]
+    assert list(chunk["x"]) == [1, 2]
 
 
 # --- invariants on random DAGs ------------------------------------------------------------
