@@ -18,13 +18,11 @@ those.
 from __future__ import annotations
 
 import os
-import secrets
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from swivel.embedded.agents import free_port
 from swivel.embedded.overhead import measure_overhead
 from swivel.embedded.running import EmbeddedJob
 from swivel.embedded.sessions import local_session
@@ -51,7 +49,6 @@ def run_benchmark(
     job = job.model_copy(update={"spec": job.spec.model_copy(update={"source": warm})})
     started = time.time()
     spark = local_session(job.spec, workdir / "spark.log")
-    port, token = free_port(), secrets.token_hex(16)
     control: dict[str, Any] | None = None
     try:
         if overhead:
@@ -61,17 +58,13 @@ def run_benchmark(
                 spark,
                 cheap,
                 workdir,
-                port,
-                token,
                 batches_per_phase=sizing.overhead_batches_per_phase,
                 rounds=sizing.overhead_rounds,
             ).to_json()
             log(f"control channel: {control}")
         if not schedulers:  # the control channel alone (`--schedulers ''`)
             return {"control_channel": control}
-        embedded = EmbeddedJob(
-            job, workdir / "run", spark, record_schedule=True, agent_port=port, agent_token=token
-        )
+        embedded = EmbeddedJob(job, workdir / "run", spark, record_schedule=True)
         results: list[Trial] = []
         with embedded:
             runner = TrialRunner(embedded, sizing, surge_batch_s)

@@ -4,12 +4,14 @@ change in the machine's load hits both alike."""
 
 from __future__ import annotations
 
+import secrets
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swivel.api.streamjob import StreamJob
+from swivel.embedded.agents import free_port
 from swivel.embedded.pump import ControlPump
 
 
@@ -34,8 +36,6 @@ def measure_overhead(
     spark: Any,
     job: StreamJob,
     workdir: Path,
-    port: int,
-    token: str,
     *,
     rows_per_batch: int = 200,
     batches_per_phase: int = 5,
@@ -49,7 +49,8 @@ def measure_overhead(
 
     steady = bounded(job.spec, rows_per_batch, name="swivel_overhead")
     snapshot = job_snapshot(steady)
-    pump = ControlPump(snapshot, port, token).start()
+    token = secrets.token_hex(16)
+    pump = ControlPump(snapshot, free_port(), token).start()
     runtime = JobRuntime(
         steady,
         spark,

@@ -5,9 +5,10 @@ A stand-in for the agent's worker and driver routes (same paths, same wire forma
 re-publishes the job's unchanged configuration `rate` times per second with a new
 `revision`, so each Python worker's real control client receives, parses and installs a
 snapshot every 1/rate s, and the operator wrappers check it between Arrow batches as
-usual - but no configuration changes, so batch times compare like with like. It listens on
-the port the real agent takes over afterwards, because a worker's control client keeps the
-agent URL it first saw.
+usual - but no configuration changes, so batch times compare like with like. It listens
+on a port of its own: a reused Python worker's control client follows the agent URL of the
+query it serves (`swivel.jobs.control.client.get_client`), so a job run afterwards on the
+same session talks to its own agent.
 """
 
 from __future__ import annotations
