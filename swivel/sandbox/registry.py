@@ -43,6 +43,8 @@ from swivel.sandbox.store import Store, Subscription
 
 JsonObject = dict[str, Any]
 Clock = Callable[[], datetime.datetime]
+# The new object from the stored one; it returns a new object and leaves its argument alone
+# (every patch flavour copies its target), so `_update` hands it the stored copy as is.
 Change = Callable[[JsonObject], JsonObject]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -181,7 +183,7 @@ class Registry:
         strategies.prepare_write(endpoint.type, obj, self.timestamp())
         if options.dry_run:
             return Written(endpoint.present(obj), warnings, created=True)
-        stored = self.store.write(endpoint.key, obj, "ADDED")
+        stored = self.store.write(endpoint.key, obj, "ADDED", owned=True)
         self._after_write(endpoint, stored)
         return Written(endpoint.present(stored), warnings, created=True)
 
@@ -271,7 +273,7 @@ class Registry:
         ):
             raise ApiError(404, "NotFound", NOT_FOUND_PATH)
         old = self.get(endpoint, name)
-        new = change(copy.deepcopy(old))
+        new = change(old)
         if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
             raise bad_request("the patched object is not a valid object")
         stale = new.setdefault("metadata", {}).get("resourceVersion")
@@ -289,7 +291,7 @@ class Registry:
             return Written(new, warnings)
         if new["metadata"].get("deletionTimestamp") and self.finalizable(endpoint, new):
             return Written(endpoint.present(self.remove(endpoint, new)), warnings)
-        stored = self.store.write(endpoint.key, new, "MODIFIED")
+        stored = self.store.write(endpoint.key, new, "MODIFIED", owned=True)
         self._after_write(endpoint, stored)
         return Written(endpoint.present(stored), warnings)
 
@@ -298,8 +300,7 @@ class Registry:
         endpoint: Endpoint, old: JsonObject, new: JsonObject, subresource: str | None
     ) -> JsonObject:
         if subresource == "status":
-            kept = copy.deepcopy(old)
-            kept.pop("status", None)
+            kept = {k: copy.deepcopy(v) for k, v in old.items() if k != "status"}
             if new.get("status") is not None:
                 kept["status"] = new["status"]
             return kept

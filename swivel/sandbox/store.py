@@ -161,14 +161,18 @@ class Store:
 
     # Writing: one new resourceVersion per write, recorded and broadcast.
 
-    def write(self, key: ResourceKey, obj: JsonObject, event_type: EventType) -> JsonObject:
-        """Store (or, for DELETED, drop) `obj`; returns it with its new resourceVersion."""
+    def write(
+        self, key: ResourceKey, obj: JsonObject, event_type: EventType, *, owned: bool = False
+    ) -> JsonObject:
+        """Store (or, for DELETED, drop) `obj`; returns a copy with its new resourceVersion.
+        `owned`: the caller built `obj` for this write and never touches it again, so it is
+        stored as is (a deep copy less per write)."""
         metadata = obj["metadata"]
         object_key = (metadata.get("namespace", ""), metadata["name"])
         bucket = self._objects.setdefault(key, {})
         previous = bucket.get(object_key)
         self.resource_version += 1
-        stored = copy.deepcopy(obj)
+        stored = obj if owned else copy.deepcopy(obj)
         stored["metadata"]["resourceVersion"] = str(self.resource_version)
         if previous is not None:
             self._unindex(key, object_key, previous)
