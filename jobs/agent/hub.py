@@ -52,7 +52,9 @@ class Worker:
     operators: set[str] = field(default_factory=set)
     last_seen: float = 0.0
     watching: int = 0  # long-polls in flight: a worker blocked in one is alive
-    hosting_since: dict[str, float] = field(default_factory=dict)  # operator -> first seen
+    # operator -> since when it hosts it: the agent's clock when first told, or the earlier
+    # worker time of an ack (the check that chose a version), whichever is earlier
+    hosting_since: dict[str, float] = field(default_factory=dict)
 
 
 class Hub:
@@ -79,6 +81,7 @@ class Hub:
             migrations = os.environ.get("SWIVEL_AGENT_MIGRATIONS") == "1"
         self.migrations = migrations
         self.workers: dict[int, Worker] = {}
+        self._booted_at = clock()
         self.ready = False
         self._last_started: int | None = None
         self._last_completed: int | None = None
@@ -182,15 +185,18 @@ class Hub:
                 worker.watching -= 1
                 worker.last_seen = self._clock()
 
-    def _register(self, pid: int, operators: Iterable[str]) -> Worker:
+    def _register(self, pid: int, operators: Iterable[str], since: float | None = None) -> Worker:
+        """Note that `pid` is alive and hosts `operators`, at the latest since `since` (the
+        worker's time of an ack; now when None or later)."""
         worker = self.workers.get(pid)
         if worker is None:
             worker = self.workers[pid] = Worker(pid)
         now = self._clock()
+        since = now if since is None else min(since, now)
         for op in operators:
-            if op and op not in worker.operators:
+            if op:
                 worker.operators.add(op)
-                worker.hosting_since[op] = now
+                worker.hosting_since[op] = min(worker.hosting_since.get(op, since), since)
         worker.last_seen = now
         return worker
 
@@ -319,9 +325,19 @@ class Hub:
             (w.pid, op)
             for w in self.live_workers()
             for op in w.operators
-            if accepted is None or w.hosting_since.get(op, 0.0) <= accepted
+            if accepted is None or self._hosted_before(w.hosting_since.get(op, 0.0), accepted)
         )
         return plans.expected_workers(record, hosted)
+
+    def _hosted_before(self, since: float, accepted: float) -> bool:
+        """Whether a worker hosting an operator since `since` (as this agent learnt it) may
+        have run it before `accepted`. After an agent restart every worker registers anew:
+        for a plan accepted before the boot, one that reappears within a worker TTL of it
+        may have been hosting all along, so it counts (a worker forked meanwhile only
+        makes the plan wait for its first ack)."""
+        if since <= accepted:
+            return True
+        return accepted < self._booted_at and since <= self._booted_at + self._worker_ttl_s
 
     # -- acknowledgements -----------------------------------------------------------------
 
@@ -331,10 +347,10 @@ class Hub:
         before = record
         for ack in acks:
             pid, operator = int(ack["pid"]), str(ack["operator"])
-            self._register(pid, (operator,))
+            at = float(ack.get("at") or self._clock())
+            self._register(pid, (operator,), since=at)  # it checked at `at`: hosting by then
             self.metrics.acks.inc()
             if record is not None:
-                at = float(ack.get("at") or self._clock())
                 batch = ack.get("batchId")
                 record = plans.record_switch(
                     record,

@@ -176,3 +176,75 @@ def test_the_delay_waits_for_a_head_that_is_no_target(tmp_path: Path) -> None:
     done = agent.plan(record.id)
     assert done.phase.value == "Completed"
     assert done.delay_ms == pytest.approx(60.0)
+
+
+def ack(pid: int, version: int, at: float, kind: str = "processed") -> dict[str, Any]:
+    return {"pid": pid, "operator": "customer-detector", "version": version,
+            "configVersion": version, "at": at, "kind": kind}  # fmt: skip
+
+
+def test_a_worker_known_first_by_a_late_ack_of_an_earlier_check_must_switch(
+    tmp_path: Path,
+) -> None:
+    """Worker 2's first check (old version) ran before acceptance but its ack arrived after:
+    it was hosting the target all along, so the plan waits for its switch."""
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent._register(1, ["customer-detector"])
+    record = agent.submit(body())
+    clock.now += 0.05
+    agent.record_acks([ack(2, 1, at=clock.now - 0.06)])  # checked 10 ms before acceptance
+    agent.record_acks([ack(1, 2, at=clock.now)])
+    assert agent.plan(record.id).phase.value == "Applying"  # worker 2 still runs version 1
+    clock.now += 0.05
+    agent.record_acks([ack(2, 2, at=clock.now)])
+    done = agent.plan(record.id)
+    assert done.phase.value == "Completed" and done.delay_ms == pytest.approx(100.0)
+
+
+def test_an_ack_of_an_earlier_check_moves_hosting_back_after_a_watch_told_it_late(
+    tmp_path: Path,
+) -> None:
+    """The client names a newly hosted operator on its next watch, which comes only after
+    the publication ended the long-poll: its ack tells when it really started."""
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent._register(1, [])
+    record = agent.submit(body())
+    clock.now += 0.01
+    agent._register(1, ["customer-detector"])  # the watch after the publication
+    agent.record_acks([ack(1, 1, at=clock.now - 0.02)])  # its check before acceptance
+    agent.record_acks([ack(9, 2, at=clock.now)])  # the target processed somewhere else
+    assert agent.plan(record.id).phase.value == "Applying"  # worker 1 must switch
+
+
+def test_after_an_agent_restart_the_resumed_plan_waits_for_workers_that_reconnect(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent._register(1, ["customer-detector"])
+    record = agent.submit(body())
+    clock.now += 0.01
+    agent.record_acks([ack(2, 2, at=clock.now)])  # processed at worker 2; worker 1 has not
+    assert agent.plan(record.id).phase.value == "Applying"
+    clock.now += 5  # the agent restarts; the workers reconnect within seconds
+    restarted = hub(tmp_path, clock)
+    clock.now += 1
+    restarted._register(1, ["customer-detector"])
+    restarted.tick()
+    assert restarted.plan(record.id).phase.value == "Applying"  # worker 1 still on v1
+    restarted.record_acks([ack(1, 2, at=clock.now)])
+    assert restarted.plan(record.id).phase.value == "Completed"
+
+
+def test_after_the_grace_a_worker_that_appears_has_nothing_to_switch(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock, worker_ttl_s=30)
+    record = agent.submit(body())
+    clock.now += 1
+    restarted = hub(tmp_path, clock, worker_ttl_s=30)
+    clock.now += 31  # forked long after the restart: it never ran version 1
+    restarted._register(3, ["customer-detector"])
+    restarted.record_acks([ack(4, 2, at=clock.now)])
+    assert restarted.plan(record.id).phase.value == "Completed"
