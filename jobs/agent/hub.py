@@ -380,9 +380,8 @@ class Hub:
             if done.delay_ms is not None:
                 self.metrics.delay.labels(done.scheduler).observe(done.delay_ms / 1000.0)
         elif now - (record.timings.accepted_at or now) > self._plan_timeout_s:
-            waiting: list[Any] = sorted(expected - record.switched)
-            missing = waiting or sorted(set(record.targets) - {op for _, op in record.switched})
-            message = f"timed out after {self._plan_timeout_s:.0f}s waiting for {missing}"
+            waiting = plans.still_waiting(record, expected)
+            message = f"timed out after {self._plan_timeout_s:.0f}s waiting for {waiting}"
             failed = plans.move(
                 record, PlanPhase.FAILED, timings=_completed(record, now), message=message
             )

@@ -301,6 +301,23 @@ def completion_due(record: PlanRecord, expected: frozenset[WorkerOperator]) -> b
     return set(record.targets) <= record.processed and expected <= record.switched
 
 
+def still_waiting(record: PlanRecord, expected: frozenset[WorkerOperator]) -> str:
+    """What completion still waits for, in words (the message of a timed-out plan)."""
+    parts = []
+    unswitched = sorted(expected - record.switched)
+    if unswitched:
+        pairs = ", ".join(f"{op} at pid {pid}" for pid, op in unswitched)
+        parts.append(f"workers that have not switched ({pairs})")
+    unprocessed = sorted(set(record.targets) - record.processed)
+    if unprocessed:
+        parts.append(f"targets with no records processed under the new version {unprocessed}")
+    if record.moves_bins and (record.migration or {}).get("phase") != "Completed":
+        parts.append("the driver's bin migration")
+    if record.sets_coordination and record.coordination is None:
+        parts.append("the driver's confirmation of the coordination interval")
+    return "; ".join(parts) or "nothing (completion was due)"
+
+
 def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[str, Any]:
     """Workers (pids) switched / total, and the same per target operator."""
     pairs = expected | record.switched

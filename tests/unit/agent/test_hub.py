@@ -105,6 +105,34 @@ def test_a_plan_that_never_completes_fails_visibly(tmp_path: Path) -> None:
     assert agent.active_plan is None
 
 
+def test_a_timeout_after_every_worker_switched_names_the_targets_without_records(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock, plan_timeout_s=60)
+    agent._register(1, ["customer-detector"])
+    record = agent.submit(body())
+    agent.record_acks([ack(1, 2, at=clock.now, kind="armed")])  # switched, nothing ran
+    clock.now += 61
+    agent._register(1, [])
+    agent.tick()
+    message = agent.plan(record.id).message
+    assert "[]" not in message
+    assert "no records processed under the new version ['customer-detector']" in message
+    assert "not switched" not in message
+
+
+def test_a_timeout_names_the_workers_that_have_not_switched(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock, plan_timeout_s=60)
+    agent._register(7, ["customer-detector"])
+    record = agent.submit(body())
+    clock.now += 61
+    agent._register(7, [])
+    agent.tick()
+    assert "not switched (customer-detector at pid 7)" in agent.plan(record.id).message
+
+
 def test_rejections_leave_the_configuration_alone(tmp_path: Path) -> None:
     agent = hub(tmp_path, Clock())
     bad = body()
