@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from swivel.jobs.agent.acks import AcksRejected
 from swivel.jobs.agent.auth import Handler, bearer_auth
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.loads import LoadsRejected
@@ -45,7 +46,7 @@ async def bad_request_as_json(request: web.Request, handler: Handler) -> web.Str
         return _errors(400, [{"field": error.field, "reason": error.reason}])
     except PlanRejected as error:
         return web.json_response(error.to_json(), status=error.status)
-    except LoadsRejected as error:
+    except (LoadsRejected, AcksRejected) as error:
         return _errors(400, [{"field": p.field, "reason": p.reason} for p in error.problems])
 
 
@@ -114,17 +115,7 @@ async def watch(request: web.Request) -> web.Response:
 
 async def acks(request: web.Request) -> web.Response:
     body = await _json_body(request)
-    if not isinstance(body, list):
-        raise BadRequestError("body", "expected a JSON array of acks")
-    for index, ack in enumerate(body):
-        if not isinstance(ack, dict):
-            raise BadRequestError(f"[{index}]", "expected an object")
-        for name in ("pid", "operator", "version"):
-            if name not in ack:
-                raise BadRequestError(f"[{index}].{name}", "required field is missing")
-        if not isinstance(ack["pid"], int) or not isinstance(ack["version"], int):
-            raise BadRequestError(f"[{index}]", "pid and version must be integers")
-    request.app[HUB_KEY].record_acks(body)
+    request.app[HUB_KEY].record_acks(body)  # AcksRejected (400) before any is applied
     return web.json_response({"received": len(body)}, status=202)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from swivel.api.errors import FieldProblem
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
+from swivel.jobs.agent.acks import parse_acks
 from swivel.jobs.agent.loads import parse_loads
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
@@ -341,26 +342,26 @@ class Hub:
 
     # -- acknowledgements -----------------------------------------------------------------
 
-    def record_acks(self, acks: list[dict[str, Any]]) -> None:
-        """Acks from workers: registration, plan progress, maybe completion."""
+    def record_acks(self, body: Any) -> None:
+        """Acks from workers: registration, plan progress, maybe completion. The whole body
+        is validated first (AcksRejected, 400), so a bad ack never leaves half applied."""
+        acks = parse_acks(body)
         record = self.active_plan
         before = record
         for ack in acks:
-            pid, operator = int(ack["pid"]), str(ack["operator"])
-            at = float(ack.get("at") or self._clock())
-            self._register(pid, (operator,), since=at)  # it checked at `at`: hosting by then
+            at = self._clock() if ack.at is None else ack.at
+            self._register(ack.pid, (ack.operator,), since=at)  # it checked at `at`
             self.metrics.acks.inc()
             if record is not None:
-                batch = ack.get("batchId")
                 record = plans.record_switch(
                     record,
-                    pid=pid,
-                    operator=operator,
-                    version=int(ack["version"]),
+                    pid=ack.pid,
+                    operator=ack.operator,
+                    version=ack.version,
                     at=at,
-                    batch_id=None if batch is None else int(batch),
-                    kind=str(ack.get("kind") or "processed"),
-                    config_version=ack.get("configVersion"),
+                    batch_id=ack.batch_id,
+                    kind=ack.kind.value,
+                    config_version=ack.config_version,
                 )
         if record is not None and record is not before:
             self._state.plans[record.id] = record

@@ -148,6 +148,20 @@ def test_bad_control_and_driver_input_is_400(agent: Any, call: Any) -> None:
     assert call(agent.url + "/v1/driver/progress", "POST", {"batchId": "x"})[0] == 400
 
 
+def test_a_bad_ack_field_is_400_naming_it_and_nothing_of_the_body_applies(
+    agent: Any, call: Any, swap_model: Any
+) -> None:
+    plan = call(agent.url + "/v1/plans", "POST", swap_model())[1]
+    good = {"pid": 11, "operator": "customer-detector", "version": 2, "configVersion": 2}
+    for bad, field in (({"at": "x"}, "[1].at"), ({"kind": "done"}, "[1].kind"),
+                       ({"batchId": "7"}, "[1].batchId")):  # fmt: skip
+        status, answer, _ = call(agent.url + "/v1/control/acks", "POST", [good, {**good, **bad}])
+        assert status == 400 and [e["field"] for e in answer["errors"]] == [field]
+    progress = call(f"{agent.url}/v1/plans/{plan['id']}")[1]["progress"]
+    assert progress["operators"]["customer-detector"]["switched"] == 0
+    assert 11 not in {w["pid"] for w in call(agent.url + "/v1/topology")[1]["workers"]}
+
+
 def test_metrics_are_exposed(agent: Any, call: Any, swap_model: Any) -> None:
     call(agent.url + "/v1/plans", "POST", swap_model())
     acks = [

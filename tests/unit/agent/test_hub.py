@@ -9,6 +9,7 @@ import pytest
 
 from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.agent.acks import AcksRejected
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 from swivel.jobs.agent.submissions import PlanRejected
@@ -276,3 +277,15 @@ def test_after_the_grace_a_worker_that_appears_has_nothing_to_switch(tmp_path: P
     restarted._register(3, ["customer-detector"])
     restarted.record_acks([ack(4, 2, at=clock.now)])
     assert restarted.plan(record.id).phase.value == "Completed"
+
+
+def test_a_body_with_one_bad_ack_applies_none_of_it(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent._register(1, ["customer-detector"])
+    record = agent.submit(body())
+    with pytest.raises(AcksRejected) as refused:
+        agent.record_acks([ack(2, 2, at=clock.now), {**ack(1, 2, at=clock.now), "kind": "done"}])
+    assert [p.field for p in refused.value.problems] == ["[1].kind"]
+    assert 2 not in agent.workers  # the good ack before it was not applied either
+    assert agent.plan(record.id).switched == frozenset()
