@@ -39,10 +39,12 @@ from swivel.jobs.agent.submissions import (
 )
 from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
+from swivel.jobs.migration.actions import ACTIONS as MIGRATION_ACTIONS
 from swivel.jobs.migration.actions import driver_action
 
-COORDINATION_ACTION = "set-coordination"  # handled by MigrationDriver (jobs/migration/driver.py)
-MIGRATION_ACTIONS = ("move-bins", "request-executors", "kill-executors")
+# Carried out by MigrationDriver, whose module spells it too: it imports pyspark, which the
+# agent must not (jobs/migration/driver.py should import this one instead).
+COORDINATION_ACTION = "set-coordination"
 DONE = "doneAt"  # agent-side mark in a kept action (durable); never handed out
 KEPT_ACTIONS = 100
 
@@ -118,15 +120,7 @@ class Hub:
         actions were marked (an older agent) gets its finished plans' actions marked here,
         so the first driver after the upgrade does not replay them."""
         active = self.active_plan
-
-        def finished(action: dict[str, Any]) -> bool:
-            if active is None:
-                return True
-            if action.get("action") == "restart":
-                return action.get("configVersion") != active.to_config_version
-            return action.get("planId") != active.id
-
-        if self._mark_done(finished):
+        if self._mark_done(lambda a: active is None or not _of_plan(a, active)):
             self._save()
 
     # -- snapshots and the watch channel ----------------------------------------------------
@@ -392,12 +386,7 @@ class Hub:
         self._state.plans[record.id] = record
         self._state.active_plan = None
 
-        def of_plan(action: dict[str, Any]) -> bool:  # restart: by its config version
-            if action.get("action") == "restart":
-                return action.get("configVersion") == record.to_config_version
-            return action.get("planId") == record.id
-
-        self._mark_done(of_plan)  # nothing left to carry out for it
+        self._mark_done(lambda a: _of_plan(a, record))  # nothing left to carry out for it
         self.metrics.plans.labels(outcome).inc()
         self._retire_after_batch = record.last_switch_batch
         if (
@@ -458,13 +447,11 @@ class Hub:
             self._finish(failed, "failed")
             return
         if report.get("phase") == "Completed" and not record.targets:
-            now = self._clock()
             record = replace(
                 record,
-                timings=replace(record.timings, first_switch_at=record.timings.first_switch_at
-                                or now, last_switch_at=now),
+                timings=plans.switched_without_workers(record.timings, self._clock()),
                 message=str(report.get("message") or ""),
-            )  # fmt: skip
+            )
             self._state.plans[record.id] = record
         self._save()
         self.check_plan()
@@ -504,9 +491,7 @@ class Hub:
         now = self._clock()
         timings = record.timings
         if not record.targets and not record.moves_bins:  # nothing else to wait for
-            timings = replace(
-                timings, first_switch_at=timings.first_switch_at or now, last_switch_at=now
-            )
+            timings = plans.switched_without_workers(timings, now)
         record = replace(
             record, coordination={"intervalSeconds": interval, "appliedAt": now}, timings=timings
         )
@@ -631,6 +616,14 @@ class Hub:
     def _save(self) -> None:
         if self._store is not None:
             self._store.save(self._state)
+
+
+def _of_plan(action: Mapping[str, Any], record: PlanRecord) -> bool:
+    """Whether a queued driver action belongs to `record` (a restart by its configuration
+    version: it carries no plan id)."""
+    if action.get("action") == "restart":
+        return action.get("configVersion") == record.to_config_version
+    return action.get("planId") == record.id
 
 
 def _completed(record: PlanRecord, now: float) -> Timings:

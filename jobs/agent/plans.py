@@ -213,6 +213,12 @@ class PlanRecord:
         )
 
 
+def switched_without_workers(timings: Timings, now: float) -> Timings:
+    """A plan with no target (bin moves, a coordination interval) has no worker to switch:
+    it switches at `now`, when the driver's part is done."""
+    return replace(timings, first_switch_at=timings.first_switch_at or now, last_switch_at=now)
+
+
 def move(record: PlanRecord, phase: PlanPhase, **changes: Any) -> PlanRecord:
     """The only way a record changes phase; refuses what the diagram above does not allow."""
     if phase not in ALLOWED_TRANSITIONS[record.phase]:
