@@ -9,10 +9,12 @@ least disruptive path for an edit (swivel.api.changes).
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from swivel.api.base import ApiModel, Disruption, Resource
 from swivel.api.conditions import Condition
@@ -20,12 +22,29 @@ from swivel.api.dataflow import DataflowSpec
 from swivel.api.errors import semantic_error
 
 DEFAULT_IMAGE = "ghcr.io/swivel-dev/swivel:0.1.0"
-QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
+# A byte count as a Kubernetes quantity. Kubernetes also admits "m" (milli), which for bytes
+# is a slip for "Mi" ("512m" is half a byte), so it is refused here rather than rounded.
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?$"
+
+
+def _refuse_milli(value: object) -> object:
+    """Say what a milli size means, before the pattern answers with a regular expression."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)?m", value):
+        number = value.removesuffix("m")
+        raise semantic_error(
+            "",
+            f"{value!r} is {Decimal(number) / 1000} bytes ('m' is milli);"
+            f" for mebibytes write '{number}Mi'",
+        )
+    return value
+
+
+ByteQuantity = Annotated[str, BeforeValidator(_refuse_milli), Field(pattern=QUANTITY_PATTERN)]
 
 
 class DriverSpec(ApiModel):
     cores: int = Field(default=1, ge=1, le=64)
-    memory: str = Field(default="1Gi", pattern=QUANTITY_PATTERN, description="Kubernetes quantity.")
+    memory: ByteQuantity = Field(default="1Gi", description="Kubernetes quantity.")
 
 
 class ExecutorSpec(ApiModel):
@@ -33,7 +52,7 @@ class ExecutorSpec(ApiModel):
         default=2, ge=1, le=1000, description="Executors; changed live (bins migrate)."
     )
     cores: Annotated[int, Disruption.RESTART] = Field(default=1, ge=1, le=64)
-    memory: Annotated[str, Disruption.RESTART] = Field(default="1Gi", pattern=QUANTITY_PATTERN)
+    memory: Annotated[ByteQuantity, Disruption.RESTART] = Field(default="1Gi")
 
 
 class SourceKind(enum.StrEnum):
@@ -83,9 +102,8 @@ class CheckpointSpec(ApiModel):
     )
     # The claim is created once (Kubernetes only lets a claim grow, never change class), so
     # these change nothing running: no restart.
-    volume_size: Annotated[str, Disruption.NONE] = Field(
+    volume_size: Annotated[ByteQuantity, Disruption.NONE] = Field(
         default="1Gi",
-        pattern=QUANTITY_PATTERN,
         description="Size of the checkpoint PersistentVolumeClaim (when `location` is unset).",
     )
     storage_class_name: Annotated[str | None, Disruption.NONE] = Field(

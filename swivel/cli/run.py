@@ -219,21 +219,13 @@ _BYTES_PER = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
 def _jvm_memory(quantity: str, field: str) -> str:
     """A Kubernetes memory quantity as Spark's memory string, in whole mebibytes (`1536m`).
 
-    The models admit every Kubernetes suffix, milli (`m`) included; a memory size in
-    thousandths of a byte (`512m` = 0.512 bytes, Kubernetes warns about it too) is almost
-    always a Spark-style `512m` meant as mebibytes, so it is refused, naming `field`."""
+    The models refuse milli (`512m`, thousandths of a byte); a fraction of a byte that
+    passed them (`0.5`) is refused here, naming `field`."""
     match = re.fullmatch(QUANTITY_PATTERN, quantity)
     if match is None:
         raise SpecError.single(field, f"{quantity!r} is not a Kubernetes quantity (e.g. 2Gi)")
     suffix = match.group(2) or ""
-    number = quantity.removesuffix(suffix)
-    if suffix == "m":
-        raise SpecError.single(
-            field,
-            f"{quantity!r} is {Decimal(number) / 1000} bytes ('m' is milli);"
-            f" for mebibytes write '{number}Mi'",
-        )
-    size = Decimal(number) * _BYTES_PER[suffix]
+    size = Decimal(quantity.removesuffix(suffix)) * _BYTES_PER[suffix]
     if size != size.to_integral_value():
         raise SpecError.single(field, f"{quantity!r} is not a whole number of bytes")
     return f"{max(1, int(size) // 2**20)}m"
