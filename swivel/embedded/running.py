@@ -32,8 +32,6 @@ class EmbeddedJob:
     workdir: Path
     spark: Any  # pyspark.sql.SparkSession (imported lazily: `swivel --help` stays fast)
     record_schedule: bool = False
-    agent_port: int = 0
-    agent_token: str | None = None
     agent: LocalAgent | None = None
     runtime: Any = None  # swivel.jobs.runtime.driver.JobRuntime once started
     _env_before: dict[str, str | None] = field(default_factory=dict)
@@ -76,10 +74,7 @@ class EmbeddedJob:
             self.manifest_path,
             state_dir=self.workdir / "agent",
             schedule_dir=self.schedule_dir,
-            port=self.agent_port,
         )
-        if self.agent_token:
-            agent.token = self.agent_token
         self.agent = agent.start()
         self._point_workers_at(self.agent.url, self.agent.token)
         try:
