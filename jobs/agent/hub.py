@@ -23,6 +23,7 @@ from swivel.api.errors import FieldProblem
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
 from swivel.jobs.agent.acks import parse_acks
+from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, DriverActions, of_plan
 from swivel.jobs.agent.loads import parse_loads
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
@@ -41,12 +42,6 @@ from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.migration.actions import ACTIONS as MIGRATION_ACTIONS
 from swivel.jobs.migration.actions import driver_action
-
-# Carried out by MigrationDriver, whose module spells it too: it imports pyspark, which the
-# agent must not (jobs/migration/driver.py should import this one instead).
-COORDINATION_ACTION = "set-coordination"
-DONE = "doneAt"  # agent-side mark in a kept action (durable); never handed out
-KEPT_ACTIONS = 100
 
 
 @dataclass
@@ -93,9 +88,10 @@ class Hub:
         self._loads_received_at: float | None = None
         self._state = (store.load() if store else None) or self._fresh_state()
         self._snapshot_changed = asyncio.Event()
-        self._actions_changed = asyncio.Event()
+        self._actions = DriverActions(self._state.actions, clock)
         self._resume_accepted_plan()
-        self._settle_actions()
+        if self._actions.settle(self.active_plan):
+            self._save()
         self._snapshot, self._snapshot_body = self._render()
 
     def _fresh_state(self) -> DurableState:
@@ -112,15 +108,6 @@ class Hub:
         record = self.active_plan
         if record is not None and record.phase is PlanPhase.ACCEPTED:
             self._state.plans[record.id] = plans.move(record, PlanPhase.APPLYING)
-            self._save()
-
-    def _settle_actions(self) -> None:
-        """Only the active plan's actions can still be pending: the agent queues actions for
-        the plan it accepts and marks them done when the plan finishes. A state saved before
-        actions were marked (an older agent) gets its finished plans' actions marked here,
-        so the first driver after the upgrade does not replay them."""
-        active = self.active_plan
-        if self._mark_done(lambda a: active is None or not _of_plan(a, active)):
             self._save()
 
     # -- snapshots and the watch channel ----------------------------------------------------
@@ -265,14 +252,14 @@ class Hub:
         state.accepted_at[state.config_version] = now
         state.transition, state.plans[plan_id], state.active_plan = transition, record, plan_id
         if submission.scheduler == "restart":
-            self._add_action({"action": "restart", "configVersion": state.config_version})
+            self._actions.add({"action": "restart", "configVersion": state.config_version})
         migration = driver_action(plan_id, record.spec)  # rescale / moves (docs/migration.md)
         if migration is not None:
-            self._add_action(migration)
+            self._actions.add(migration)
             self._forget_loads()  # measured on a placement that is about to change
         if submission.spec.coordination is not None:
             interval = submission.spec.coordination.interval_seconds
-            self._add_action(
+            self._actions.add(
                 {"action": COORDINATION_ACTION, "planId": plan_id, "intervalSeconds": interval}
             )
         self._save()  # durable: from here on an agent restart resumes this plan
@@ -386,7 +373,7 @@ class Hub:
         self._state.plans[record.id] = record
         self._state.active_plan = None
 
-        self._mark_done(lambda a: _of_plan(a, record))  # nothing left to carry out for it
+        self._actions.mark_done(lambda a: of_plan(a, record))  # nothing left to carry out
         self.metrics.plans.labels(outcome).inc()
         self._retire_after_batch = record.last_switch_batch
         if (
@@ -435,7 +422,7 @@ class Hub:
         self._state.plans[record.id] = record
         if report.get("phase") in ("Completed", "Failed"):
             plan_id = record.id
-            self._mark_done(
+            self._actions.mark_done(
                 lambda a: a.get("planId") == plan_id and a.get("action") in MIGRATION_ACTIONS
             )
             self._forget_loads()  # anything measured meanwhile saw a placement in motion
@@ -481,7 +468,7 @@ class Hub:
         interval = float(report["intervalSeconds"])
         self.metrics.coordination_interval.set(interval)
         plan_id = str(report.get("planId") or "")
-        if self._mark_done(
+        if self._actions.mark_done(
             lambda a: a.get("action") == COORDINATION_ACTION and a.get("planId") == plan_id
         ):
             self._save()
@@ -529,57 +516,22 @@ class Hub:
         earlier = [cv for cv, accepted in times.items() if accepted <= at]
         return max(earlier) if earlier else min(times)
 
-    def _add_action(self, action: dict[str, Any]) -> None:
-        actions = self._state.actions
-        actions.append({"seq": (actions[-1]["seq"] + 1) if actions else 1, **action})
-        # Keep the last KEPT_ACTIONS, and any older one not yet done (never drop an action a
-        # restarted driver still has to carry out).
-        cut = len(actions) - KEPT_ACTIONS
-        actions[:] = [a for i, a in enumerate(actions) if i >= cut or DONE not in a]
-        woken, self._actions_changed = self._actions_changed, asyncio.Event()
-        woken.set()
-
-    def _mark_done(self, which: Callable[[dict[str, Any]], bool]) -> bool:
-        """Mark the actions `which` selects done (durable once the caller saves): they are
-        never handed out again, so a restarted driver does not carry them out twice."""
-        marked = False
-        for action in self._state.actions:
-            if DONE not in action and which(action):
-                action[DONE] = self._clock()
-                marked = True
-        return marked
-
     def action_done(self, seq: int) -> bool:
         """The driver carried out action `seq` (POST /v1/driver/actions/done). False: no such
         action kept. Durable before the answer."""
-        if self._mark_done(lambda a: int(a["seq"]) == seq):
+        if self._actions.mark_done(lambda a: int(a["seq"]) == seq):
             self._save()
             return True
-        return any(int(a["seq"]) == seq for a in self._state.actions)
+        return self._actions.kept(seq)
 
     def pending_actions(self) -> list[dict[str, Any]]:
         """The actions not yet done, oldest first, as handed out (without the done mark)."""
-        return [dict(a) for a in self._state.actions if DONE not in a]
+        return self._actions.pending()
 
     async def next_driver_action(self, since: int, timeout: float) -> dict[str, Any] | None:
-        """The oldest action not yet done with seq > `since`, waiting up to `timeout`.
-
-        Done = its outcome reached the agent: the migration report Completed/Failed of its
-        plan (move-bins, request-executors), the coordination confirmation
-        (set-coordination), the plan finishing (any action of the plan), or the driver's
-        `POST /v1/driver/actions/done` (restart, kill-executors). A restarted driver polls
-        from `since=0` and gets exactly the actions still to be carried out."""
-
-        def pending() -> dict[str, Any] | None:
-            return next(
-                (dict(a) for a in self._state.actions if a["seq"] > since and DONE not in a),
-                None,
-            )
-
-        if pending() is None and timeout > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._actions_changed.wait(), timeout)
-        return pending()
+        """The oldest action not yet done with seq > `since`, waiting up to `timeout`
+        (`DriverActions.next`)."""
+        return await self._actions.next(since, timeout)
 
     # -- views and housekeeping -----------------------------------------------------------
 
@@ -616,14 +568,6 @@ class Hub:
     def _save(self) -> None:
         if self._store is not None:
             self._store.save(self._state)
-
-
-def _of_plan(action: Mapping[str, Any], record: PlanRecord) -> bool:
-    """Whether a queued driver action belongs to `record` (a restart by its configuration
-    version: it carries no plan id)."""
-    if action.get("action") == "restart":
-        return action.get("configVersion") == record.to_config_version
-    return action.get("planId") == record.id
 
 
 def _completed(record: PlanRecord, now: float) -> Timings:

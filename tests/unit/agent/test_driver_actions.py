@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from swivel.api.manifests import load_streamjob
-from swivel.jobs.agent.hub import KEPT_ACTIONS, Hub
+from swivel.jobs.agent.driver_actions import KEPT_ACTIONS
+from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 
 JOB = load_streamjob(
@@ -143,7 +144,7 @@ def test_old_done_actions_are_trimmed_but_pending_ones_kept(tmp_path: Path) -> N
     agent = hub(tmp_path, Clock())
     plan = moves(agent)
     for index in range(KEPT_ACTIONS + 5):
-        agent._add_action({"action": "kill-executors", "executors": [str(index)]})
+        agent._actions.add({"action": "kill-executors", "executors": [str(index)]})
         agent.action_done(int(agent._state.actions[-1]["seq"]))
     kept = agent._state.actions
     assert len(kept) == KEPT_ACTIONS + 1

@@ -1,0 +1,92 @@
+"""The queue of boundary actions the agent hands the driver (`GET /v1/driver/actions`).
+
+Actions (restart, move-bins, request-executors, kill-executors, set-coordination) are kept
+in the durable state, each with a `seq`, and marked done (`doneAt`) once their outcome
+reached the agent, so a restarted driver polling from `since=0` gets exactly the actions it
+still has to carry out (docs/control-protocol.md, the driver channel). The queue changes
+the state's list in place; the hub saves the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from swivel.jobs.agent.plans import PlanRecord
+
+# Carried out by MigrationDriver, whose module spells it too: it imports pyspark, which the
+# agent must not (jobs/migration/driver.py should import this one instead).
+COORDINATION_ACTION = "set-coordination"
+DONE = "doneAt"  # agent-side mark in a kept action (durable); never handed out
+KEPT_ACTIONS = 100
+
+
+class DriverActions:
+    def __init__(self, actions: list[dict[str, Any]], clock: Callable[[], float]) -> None:
+        self._actions = actions  # the durable state's list
+        self._clock = clock
+        self._changed = asyncio.Event()
+
+    def add(self, action: dict[str, Any]) -> None:
+        actions = self._actions
+        actions.append({"seq": (actions[-1]["seq"] + 1) if actions else 1, **action})
+        # Keep the last KEPT_ACTIONS, and any older one not yet done (never drop an action a
+        # restarted driver still has to carry out).
+        cut = len(actions) - KEPT_ACTIONS
+        actions[:] = [a for i, a in enumerate(actions) if i >= cut or DONE not in a]
+        woken, self._changed = self._changed, asyncio.Event()
+        woken.set()
+
+    def mark_done(self, which: Callable[[dict[str, Any]], bool]) -> bool:
+        """Mark the actions `which` selects done (durable once the caller saves): they are
+        never handed out again, so a restarted driver does not carry them out twice."""
+        marked = False
+        for action in self._actions:
+            if DONE not in action and which(action):
+                action[DONE] = self._clock()
+                marked = True
+        return marked
+
+    def settle(self, active: PlanRecord | None) -> bool:
+        """Only the active plan's actions can still be pending: the agent queues actions for
+        the plan it accepts and marks them done when the plan finishes. A state saved before
+        actions were marked (an older agent) gets its finished plans' actions marked here,
+        so the first driver after the upgrade does not replay them. True: some marked."""
+        return self.mark_done(lambda a: active is None or not of_plan(a, active))
+
+    def kept(self, seq: int) -> bool:
+        return any(int(a["seq"]) == seq for a in self._actions)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The actions not yet done, oldest first, as handed out (without the done mark)."""
+        return [dict(a) for a in self._actions if DONE not in a]
+
+    async def next(self, since: int, timeout: float) -> dict[str, Any] | None:
+        """The oldest action not yet done with seq > `since`, waiting up to `timeout`.
+
+        Done = its outcome reached the agent: the migration report Completed/Failed of its
+        plan (move-bins, request-executors), the coordination confirmation
+        (set-coordination), the plan finishing (any action of the plan), or the driver's
+        `POST /v1/driver/actions/done` (restart, kill-executors). A restarted driver polls
+        from `since=0` and gets exactly the actions still to be carried out."""
+
+        def pending() -> dict[str, Any] | None:
+            return next(
+                (dict(a) for a in self._actions if a["seq"] > since and DONE not in a),
+                None,
+            )
+
+        if pending() is None and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+        return pending()
+
+
+def of_plan(action: Mapping[str, Any], record: PlanRecord) -> bool:
+    """Whether a queued driver action belongs to `record` (a restart by its configuration
+    version: it carries no plan id)."""
+    if action.get("action") == "restart":
+        return action.get("configVersion") == record.to_config_version
+    return action.get("planId") == record.id
