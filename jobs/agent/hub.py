@@ -24,7 +24,7 @@ from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
 from swivel.jobs.agent.acks import parse_acks
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, DriverActions, of_plan
-from swivel.jobs.agent.loads import parse_loads
+from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
 from swivel.jobs.agent.store import DurableState, StateStore
@@ -84,8 +84,7 @@ class Hub:
         self._last_started: int | None = None
         self._last_completed: int | None = None
         self._retire_after_batch: int | None = None
-        self._loads: dict[str, Any] | None = None  # the driver's latest measurement
-        self._loads_received_at: float | None = None
+        self._loads = LatestLoads(job.dataflow.bins, self.metrics, clock)
         self._state = (store.load() if store else None) or self._fresh_state()
         self._snapshot_changed = asyncio.Event()
         self._actions = DriverActions(self._state.actions, clock)
@@ -256,7 +255,7 @@ class Hub:
         migration = driver_action(plan_id, record.spec)  # rescale / moves (docs/migration.md)
         if migration is not None:
             self._actions.add(migration)
-            self._forget_loads()  # measured on a placement that is about to change
+            self._loads.forget()  # measured on a placement that is about to change
         if submission.spec.coordination is not None:
             interval = submission.spec.coordination.interval_seconds
             self._actions.add(
@@ -425,7 +424,7 @@ class Hub:
             self._actions.mark_done(
                 lambda a: a.get("planId") == plan_id and a.get("action") in MIGRATION_ACTIONS
             )
-            self._forget_loads()  # anything measured meanwhile saw a placement in motion
+            self._loads.forget()  # anything measured meanwhile saw a placement in motion
         if report.get("phase") == "Failed":
             message = str(report.get("message") or "the bin migration failed")
             failed = plans.move(
@@ -447,21 +446,12 @@ class Hub:
 
     def record_loads(self, body: Any) -> None:
         """The driver's latest load measurement; LoadsRejected (400) when malformed."""
-        loads = parse_loads(body, self.job.dataflow.bins)
-        self._loads, self._loads_received_at = loads, self._clock()
-        self.metrics.record_loads(loads)
+        self._loads.record(body)
 
     def loads(self) -> dict[str, Any] | None:
         """The latest measurement with `receivedAt` and `ageSeconds`, None before any (or
         after bins moved: a measurement of the old placement would mislead a policy)."""
-        if self._loads is None or self._loads_received_at is None:
-            return None
-        age = max(0.0, self._clock() - self._loads_received_at)
-        return {**self._loads, "receivedAt": self._loads_received_at, "ageSeconds": age}
-
-    def _forget_loads(self) -> None:
-        self._loads = self._loads_received_at = None
-        self.metrics.clear_loads()
+        return self._loads.document()
 
     def record_coordination(self, report: Mapping[str, Any]) -> None:
         """The driver applied a coordination interval (POST /v1/driver/coordination)."""

@@ -1,0 +1,40 @@
+"""The driver's latest load measurement, as the agent keeps and serves it
+(docs/control-protocol.md, "Loads"; the document is validated by `loads.parse_loads`).
+
+Only the latest is kept, in memory: a new one replaces it and its gauges, and it is
+forgotten when bins move (a measurement of the old placement would make a policy move a
+bin twice), so `GET /v1/loads` answers 404 until the driver measures again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from swivel.jobs.agent.loads import parse_loads
+from swivel.jobs.agent.metrics import AgentMetrics
+
+
+class LatestLoads:
+    def __init__(self, bins: int, metrics: AgentMetrics, clock: Callable[[], float]) -> None:
+        self._bins, self._metrics, self._clock = bins, metrics, clock
+        self._loads: dict[str, Any] | None = None  # the driver's latest measurement
+        self._received_at: float | None = None
+
+    def record(self, body: Any) -> None:
+        """Keep a new measurement; LoadsRejected (400) when malformed, keeping the old one."""
+        loads = parse_loads(body, self._bins)
+        self._loads, self._received_at = loads, self._clock()
+        self._metrics.record_loads(loads)
+
+    def document(self) -> dict[str, Any] | None:
+        """The latest measurement with `receivedAt` and `ageSeconds`, None before any (or
+        after bins moved: a measurement of the old placement would mislead a policy)."""
+        if self._loads is None or self._received_at is None:
+            return None
+        age = max(0.0, self._clock() - self._received_at)
+        return {**self._loads, "receivedAt": self._received_at, "ageSeconds": age}
+
+    def forget(self) -> None:
+        self._loads = self._received_at = None
+        self._metrics.clear_loads()
