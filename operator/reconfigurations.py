@@ -147,7 +147,7 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
             return True
         job_body = await _job_body(ctx, namespace, spec.job_ref.name)
         job = _parse_job(job_body)
-        planned: dict[str, Any] | None = None
+        planned: Planning | None = None
         if current.status.phase in WAITING or current.status.phase is Phase.PLANNED:
             async with ctx.submissions.submitting():
                 if current.status.phase in WAITING:
@@ -197,16 +197,45 @@ async def _siblings(ctx: OperatorContext, namespace: str, job: str) -> list[Sibl
     return [Sibling.of(i) for i in await reconfigurations_of(ctx, namespace, job)]
 
 
+class Planning:
+    """The plan (`status.plan` and `status.kind`) of an admitted Reconfiguration, made when
+    first needed: after the submit (the agent plans for itself), so planning is not on the
+    way to the agent. It is written with the agent's answer."""
+
+    def __init__(self, job: StreamJob, spec: ReconfigurationSpec, executors: int) -> None:
+        self._job, self._spec, self._executors = job, spec, executors
+        self._fields: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """{plan, kind}; {} if planning fails (the agent, which plans for itself, has the
+        last word: its plan is followed all the same, and a retry must not fail again)."""
+        if self._fields is None:
+            assignment = assumed_assignment(self._job.spec.dataflow.bins, self._executors)
+            try:
+                plan = plan_reconfiguration(
+                    self._job.spec, self._spec, current_assignment=assignment
+                ).to_dict()
+            except Exception:
+                logger.exception("planning %s failed; status.plan stays empty", self._job.name)
+                plan = None
+            self._fields = {"plan": plan, "kind": plan["kind"]} if plan else {}
+        return dict(self._fields)
+
+
+def _fields(planned: Planning | None) -> dict[str, Any]:
+    return planned.fields() if planned is not None else {}
+
+
 async def _admit(
     current: Step,
     spec: ReconfigurationSpec,
     job_body: Mapping[str, Any] | None,
     job: StreamJob | SpecError | None,
-) -> dict[str, Any] | None:
-    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued, written; or the plan
-    (`status.plan` and `status.kind`) when this one may go now, not written: `_submit`
-    writes it together with the agent's answer (one status write instead of two; the
-    object is the head of its job's queue, so its siblings keep waiting meanwhile)."""
+) -> Planning | None:
+    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued, written; or, when this
+    one may go now, its `Planning`, not written: `_submit` writes the plan together with the
+    agent's answer (one status write instead of two; the object is the head of its job's
+    queue, so its siblings keep waiting meanwhile)."""
     if isinstance(job, SpecError):
         message = f"StreamJob {spec.job_ref.name} is invalid: {job}"
         await current.decide(Decision(Phase.PENDING, Reason.JOB_INVALID, message))
@@ -232,14 +261,11 @@ async def _admit(
         return None
     assert isinstance(job, StreamJob) and job_body is not None
     executors = (job_body.get("status") or {}).get("executors") or job.spec.executor.instances
-    plan = plan_reconfiguration(
-        job.spec, spec, current_assignment=assumed_assignment(job.spec.dataflow.bins, executors)
-    ).to_dict()
-    return {"plan": plan, "kind": plan["kind"]}
+    return Planning(job, spec, int(executors))
 
 
 async def _address(
-    current: Step, job_body: Mapping[str, Any] | None, planned: Mapping[str, Any] | None = None
+    current: Step, job_body: Mapping[str, Any] | None, planned: Planning | None = None
 ) -> JobAddress | None:
     if job_body is None:
         await current.decide(
@@ -253,9 +279,7 @@ async def _address(
     if address is None:
         message = "the job's agent token Secret does not exist yet"
         phase = Phase.PLANNED if planned is not None else current.status.phase
-        await current.decide(
-            Decision(phase, Reason.AGENT_UNREACHABLE, message, dict(planned or {}))
-        )
+        await current.decide(Decision(phase, Reason.AGENT_UNREACHABLE, message, _fields(planned)))
     return address
 
 
@@ -278,14 +302,13 @@ async def _submit(
     current: Step,
     spec: ReconfigurationSpec,
     job_body: Mapping[str, Any] | None,
-    planned: Mapping[str, Any] | None = None,
+    planned: Planning | None = None,
 ) -> dict[str, Any] | None:
     """Planned (or just admitted, with `planned`): the agent's plan document when it accepted
     (`_accepted` records it); otherwise → Planned (agent unreachable) | Queued (busy) |
     Failed (rejected), written with the plan, or Applying when resumed, and None."""
-    plan_fields = dict(planned or {})
     if current.plan_id:  # accepted before a restart; the phase write did not happen
-        updates = {**plan_fields, "agent_plan_id": current.plan_id}
+        updates = {**_fields(planned), "agent_plan_id": current.plan_id}
         await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed", updates))
         return None
     address = await _address(current, job_body, planned)
@@ -298,14 +321,14 @@ async def _submit(
         )
     except AgentUnreachable as error:
         await current.decide(
-            Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error), plan_fields)
+            Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error), _fields(planned))
         )
         return None
     except AgentRejected as error:
         adopted = await _ours(current, address, error)
         if adopted is None:
             rejected = after_rejection(error.status, error.errors, error.running_plan)
-            updates = {**plan_fields, **rejected.updates}
+            updates = {**_fields(planned), **rejected.updates}
             await current.decide(
                 Decision(rejected.phase, rejected.reason, rejected.message, updates)
             )
@@ -318,10 +341,10 @@ async def _accepted(
     current: Step,
     spec: ReconfigurationSpec,
     document: Mapping[str, Any],
-    planned: Mapping[str, Any] | None,
+    planned: Planning | None,
 ) -> None:
     """The agent accepted `document` → Applying, with the plan when just admitted."""
-    plan_fields = dict(planned or {})
+    plan_fields = _fields(planned)
     # The annotation first (a metadata write, before anything else can happen), then the
     # status with the same id: a restart in between finds the annotation (and a crash
     # before the annotation is harmless: the idempotency key gets the same plan back).
