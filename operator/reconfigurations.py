@@ -1,13 +1,15 @@
 """kopf handlers for Reconfiguration: validate, queue, plan, submit, follow — resumably.
 
-Each run of `step` re-reads the object and carries it as far as it can go now:
-Pending/Queued → (admission) → Planned (plan in status) → submitted → Applying (the agent's
-plan id in the `swivel.dev/agent-plan-id` annotation, written before the phase) → polled →
-Completed | Failed. A restarted operator finds the phase and the annotation and carries on;
-a plan is never submitted twice: Applying never submits, a Planned object with the
-annotation is moved on to Applying, and a 409 whose running plan has our name is adopted.
-Status is written straight away through the `Cluster` (not at the end of the handler), so
-what the agent has accepted is durable before anything else happens.
+Each run of `step` reads the object, its job and its siblings as the watch showed them
+(`indexes`: no API round trip before the submit) and carries it as far as it can go now:
+Pending/Queued → (admission) → submitted → Applying (the agent's plan id in the
+`swivel.dev/agent-plan-id` annotation, written before the phase; the plan in status) →
+polled → Completed | Failed. A restarted operator finds the phase and the annotation and
+carries on; a plan is never submitted twice: Applying never submits, a Planned object with
+the annotation is moved on to Applying, a 409 whose running plan has our name is adopted,
+and a resubmission carries the idempotency key. Status is written straight away through
+the `Cluster` (not at the end of the handler); what follows an acceptance waits until no
+other step is on its way to a submit (`contexts.Submissions`: submits first in a burst).
 """
 
 from __future__ import annotations
