@@ -1,23 +1,33 @@
-"""Reconfiguration decisions (pure): admission and queueing, the agent's answers, status.
+"""Reconfiguration decisions (pure): admission and queueing, the plan, the agent's answers,
+status.
 
 The handlers in `reconfigurations` observe (the object, its job, its siblings, the agent),
 call these functions, and carry out the returned `Decision`. One reconfiguration runs at a
 time per job: a sibling in Planned or Applying holds the job; otherwise the oldest waiting
 one (creation time, then name) goes first. Every handler computes the same head of the
-queue from the same listing, so no lock across objects is needed.
+queue from the same view of the job's siblings, so no lock across objects is needed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from swivel.api.conditions import Condition, ConditionStatus, set_condition
-from swivel.api.reconfiguration import Progress, ReconfigurationStatus, Timings
+from swivel.api.reconfiguration import (
+    Progress,
+    ReconfigurationSpec,
+    ReconfigurationStatus,
+    Timings,
+)
+from swivel.api.streamjob import StreamJob
+from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
 from swivel.operator.phases import ACTIVE, FINAL, WAITING, Phase, Reason, parse_phase, transition
 
+logger = logging.getLogger(__name__)
 AGENT_TIMINGS = frozenset({"acceptedAt", "firstSwitchAt", "lastSwitchAt", "completedAt"})
 
 
@@ -64,6 +74,31 @@ def admit(
     if head.name != me.name:
         return Decision(Phase.QUEUED, Reason.QUEUED, f"queued behind {head.name}")
     return Decision(Phase.PLANNED, Reason.PLANNED, "planned; sending to the agent")
+
+
+class Planning:
+    """The plan (`status.plan` and `status.kind`) of an admitted Reconfiguration, made when
+    first needed: after the submit (the agent plans for itself), so planning is not on the
+    way to the agent. It is written with the agent's answer."""
+
+    def __init__(self, job: StreamJob, spec: ReconfigurationSpec, executors: int) -> None:
+        self._job, self._spec, self._executors = job, spec, executors
+        self._fields: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """{plan, kind}; {} if planning fails (the agent, which plans for itself, has the
+        last word: its plan is followed all the same, and a retry must not fail again)."""
+        if self._fields is None:
+            assignment = assumed_assignment(self._job.spec.dataflow.bins, self._executors)
+            try:
+                plan = plan_reconfiguration(
+                    self._job.spec, self._spec, current_assignment=assignment
+                ).to_dict()
+            except Exception:
+                logger.exception("planning %s failed; status.plan stays empty", self._job.name)
+                plan = None
+            self._fields = {"plan": plan, "kind": plan["kind"]} if plan else {}
+        return dict(self._fields)
 
 
 def after_rejection(

@@ -24,15 +24,13 @@ import kopf
 from pydantic import ValidationError
 
 from swivel.api.base import API_GROUP, API_VERSION
-from swivel.api.conditions import Condition, ConditionStatus, set_condition
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.reconfiguration import (
     ReconfigurationSpec,
     ReconfigurationStatus,
     validate_against_job,
 )
-from swivel.api.streamjob import JobPhase, LastReconfiguration, StreamJob, StreamJobStatus
-from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
+from swivel.api.streamjob import StreamJob
 from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
 from swivel.operator.clusters import Ref
@@ -42,12 +40,14 @@ from swivel.operator.joblabels import missing_job_label, reconfigurations_of
 from swivel.operator.phases import FINAL, WAITING, Phase, Reason
 from swivel.operator.reconciling import (
     Decision,
+    Planning,
     Sibling,
     admit,
     after_rejection,
     apply_decision,
     from_agent_plan,
 )
+from swivel.operator.recording import record_on_job
 
 PLURAL = "reconfigurations"
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
@@ -197,31 +197,6 @@ def _parse_job(body: Mapping[str, Any] | None) -> StreamJob | SpecError | None:
 
 async def _siblings(ctx: OperatorContext, namespace: str, job: str) -> list[Sibling]:
     return [Sibling.of(i) for i in await reconfigurations_of(ctx, namespace, job)]
-
-
-class Planning:
-    """The plan (`status.plan` and `status.kind`) of an admitted Reconfiguration, made when
-    first needed: after the submit (the agent plans for itself), so planning is not on the
-    way to the agent. It is written with the agent's answer."""
-
-    def __init__(self, job: StreamJob, spec: ReconfigurationSpec, executors: int) -> None:
-        self._job, self._spec, self._executors = job, spec, executors
-        self._fields: dict[str, Any] | None = None
-
-    def fields(self) -> dict[str, Any]:
-        """{plan, kind}; {} if planning fails (the agent, which plans for itself, has the
-        last word: its plan is followed all the same, and a retry must not fail again)."""
-        if self._fields is None:
-            assignment = assumed_assignment(self._job.spec.dataflow.bins, self._executors)
-            try:
-                plan = plan_reconfiguration(
-                    self._job.spec, self._spec, current_assignment=assignment
-                ).to_dict()
-            except Exception:
-                logger.exception("planning %s failed; status.plan stays empty", self._job.name)
-                plan = None
-            self._fields = {"plan": plan, "kind": plan["kind"]} if plan else {}
-        return dict(self._fields)
 
 
 def _fields(planned: Planning | None) -> dict[str, Any]:
@@ -394,56 +369,15 @@ async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
     decision = from_agent_plan(document, current.status.plan)
     await current.decide(decision)
     if decision.phase is Phase.COMPLETED and job_body is not None:
-        await _record_on_job(current, job_body, document)
-
-
-async def _record_on_job(
-    current: Step, job_body: Mapping[str, Any], document: Mapping[str, Any]
-) -> None:
-    status, spec = current.status, current.obj.get("spec") or {}
-    timings = status.timings
-    last = LastReconfiguration(
-        name=current.name,
-        kind=status.kind or "unknown",
-        delay_ms=status.delay_ms,
-        completed_at=timings.completed_at if timings else None,
-    )
-    update: dict[str, Any] = {"lastReconfiguration": last.to_manifest(), **_idle(job_body, current)}
-    if document.get("configVersion") is not None:
-        update["liveGeneration"] = int(document["configVersion"])
-    rescale = spec.get("rescale") or {}
-    if rescale.get("executors"):
-        update["executors"] = int(rescale["executors"])
-    written = await current.ctx.cluster.patch(Ref.of(job_body), {"status": update}, status=True)
-    current.ctx.known.wrote(written)
-    events.emit(job_body, "ReconfigurationCompleted", f"{current.name} ({last.kind}) completed")
-    if timings and timings.requested_at and timings.completed_at:
-        waited = (timings.completed_at - timings.requested_at).total_seconds()
-        metrics.RECONFIGURATION_DELAY.labels(last.kind).observe(max(waited, 0.0))
-    if status.delay_ms is not None:
-        metrics.AGENT_DELAY.labels(last.kind).observe(status.delay_ms / 1000)
-
-
-def _idle(job_body: Mapping[str, Any], current: Step) -> dict[str, Any]:
-    """The job's `Reconfiguring` condition and phase once this plan is done, written with
-    the result rather than at the next health tick (a queued sibling sets them again)."""
-    try:
-        status = StreamJobStatus.model_validate(job_body.get("status") or {})
-    except ValidationError:
-        return {}
-    idle = Condition(
-        type="Reconfiguring",
-        status=ConditionStatus.FALSE,
-        reason="Idle",
-        message=f"{current.name} completed",
-        last_transition_time=current.ctx.clock(),
-        observed_generation=status.observed_generation,
-    )
-    conditions = set_condition(status.conditions, idle)
-    update: dict[str, Any] = {"conditions": [c.to_manifest() for c in conditions]}
-    if status.phase is JobPhase.RECONFIGURING:
-        update["phase"] = JobPhase.RUNNING.value
-    return update
+        spec = current.obj.get("spec") or {}
+        await record_on_job(
+            current.ctx,
+            current.name,
+            status=current.status,
+            spec=spec,
+            job_body=job_body,
+            document=document,
+        )
 
 
 async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: str) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from swivel.api.manifests import load_streamjob
 from swivel.api.reconfiguration import ReconfigurationSpec
-from swivel.operator import reconfigurations
-from swivel.operator.reconfigurations import Planning
+from swivel.operator import reconciling
+from swivel.operator.reconciling import Planning
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = ReconfigurationSpec.model_validate(
@@ -24,13 +24,13 @@ SPEC = ReconfigurationSpec.model_validate(
 def test_the_plan_is_made_once_when_first_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     job = load_streamjob(ROOT / "examples" / "fraud-detection" / "streamjob.yaml")
     calls: list[int] = []
-    real = reconfigurations.plan_reconfiguration
+    real = reconciling.plan_reconfiguration
 
     def counting(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(reconfigurations, "plan_reconfiguration", counting)
+    monkeypatch.setattr(reconciling, "plan_reconfiguration", counting)
     planning = Planning(job, SPEC, 2)
     assert calls == []  # admitted, not planned: nothing on the way to the agent
     first = planning.fields()
@@ -45,5 +45,5 @@ def test_a_failing_planner_leaves_the_plan_out(monkeypatch: pytest.MonkeyPatch) 
     def failing(*_: object, **__: object) -> object:
         raise ValueError("no plan")
 
-    monkeypatch.setattr(reconfigurations, "plan_reconfiguration", failing)
+    monkeypatch.setattr(reconciling, "plan_reconfiguration", failing)
     assert Planning(job, SPEC, 2).fields() == {}
