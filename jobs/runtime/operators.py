@@ -174,7 +174,10 @@ class OperatorRunner:
         batch_id, partition = position
         self._acknowledge(used, part.selection.config_version, batch_id, partition)
         self._record(part.rows, used, batch_id)
-        return out.loc[:, list(self.plan.output_columns)]
+        columns = self.plan.output_columns
+        if tuple(out.columns) == columns:
+            return out  # already in order: a reindex costs ~0.1-0.5 ms per key group
+        return out.loc[:, list(columns)]
 
     def _with_system_columns(self, out: pd.DataFrame, rows_in: pd.DataFrame) -> pd.DataFrame:
         missing = [
