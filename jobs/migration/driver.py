@@ -33,11 +33,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyspark.sql.streaming.listener import StreamingQueryListener
-
 from swivel.jobs.migration.actions import MigrationActions
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import LoadSnapshot, loads_document, measure
+from swivel.jobs.runtime.listening import ProgressListener
 
 DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
 COORDINATION_ACTION = "set-coordination"
@@ -45,7 +44,7 @@ ATTACH_TIMEOUT_S = 600.0  # a resumed migration waits this long for the query's 
 Measure = Callable[..., LoadSnapshot]
 
 
-class _Boundaries(StreamingQueryListener):
+class _Boundaries(ProgressListener):
     def __init__(self, driver: MigrationDriver) -> None:
         self.driver = driver
 

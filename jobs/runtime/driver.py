@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
 from swivel.api.streamjob import StreamJobSpec
@@ -32,6 +31,7 @@ from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.compiling import CompiledQuery, compile_job, job_snapshot
 from swivel.jobs.runtime.feeds import SnapshotFeed, StaticFeed
 from swivel.jobs.runtime.functions import AllowList
+from swivel.jobs.runtime.listening import ProgressListener
 from swivel.jobs.runtime.operators import WorkerSettings
 from swivel.jobs.runtime.sinks import build_sink
 
@@ -71,7 +71,7 @@ class AgentDriverChannel:
         return list((answer or {}).get("actions", []))
 
 
-class _ProgressListener(StreamingQueryListener):
+class _ProgressListener(ProgressListener):
     def __init__(self, runtime: JobRuntime) -> None:
         self.runtime = runtime
 
