@@ -46,12 +46,19 @@ def finished(obj: Mapping[str, Any]) -> bool:
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
+    """The two indexes; `async`, as kopf runs a plain function in a thread of its executor
+    (a thread hop for every watch event)."""
+
     @kopf.index(API_GROUP, API_VERSION, "streamjobs", id=JOBS, registry=registry)
-    def streamjobs_by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> Any:
+    async def streamjobs_by_name(
+        body: kopf.Body, namespace: str | None, name: str, **_: Any
+    ) -> Any:
         return {(namespace or "", name): _plain(body)}
 
     @kopf.index(API_GROUP, API_VERSION, "reconfigurations", id=RECONFIGURATIONS, registry=registry)
-    def unfinished_reconfigurations_by_job(body: kopf.Body, namespace: str | None, **_: Any) -> Any:
+    async def unfinished_reconfigurations_by_job(
+        body: kopf.Body, namespace: str | None, **_: Any
+    ) -> Any:
         if finished(body) or body.get("metadata", {}).get("deletionTimestamp"):
             return {}  # not None: kopf would keep the object's previous entry
         return {(namespace or "", job_of(body)): _plain(body)}
