@@ -35,10 +35,20 @@ from typing import Any
 
 from swivel.jobs.migration.actions import MigrationActions
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.migration.metrics import LoadSnapshot, loads_document, measure
+from swivel.jobs.migration.metrics import (
+    LoadSnapshot,
+    apply_state_rows,
+    loads_document,
+    measure,
+)
 from swivel.jobs.runtime.listening import ProgressListener
 
 DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
+# State rows per bin are read with Spark jobs beside the query (the `statestore` reader opens
+# every bin's store: 3-5 s and ~5-9 s of CPU for 16 RocksDB bins on 2 cores, ~1/4 of the
+# query's CPU over a 60 s interval; docs/migration.md, overhead). A bin's rows change slowly
+# and do not move with its placement, so they are read at most this often and reused.
+STATE_ROWS_EVERY_S = 600.0
 COORDINATION_ACTION = "set-coordination"
 ATTACH_TIMEOUT_S = 600.0  # a resumed migration waits this long for the query's first batch
 Measure = Callable[..., LoadSnapshot]
@@ -81,6 +91,7 @@ class MigrationDriver:
         last_batches: int = 5,
         memory_limit_bytes: int | None = None,
         measure_loads: Measure = measure,
+        state_rows_every_s: float = STATE_ROWS_EVERY_S,
     ) -> None:
         self.spark = spark
         self.query = query
@@ -96,6 +107,9 @@ class MigrationDriver:
         self._snapshot_taken: float | None = None  # monotonic; None: none, or bins moved since
         self._measuring = threading.Lock()  # one measurement at a time (loop, policy)
         self._measure = measure_loads
+        self.state_rows_every_s = state_rows_every_s
+        self._state_rows: dict[int, int] = {}  # the last state rows per bin read
+        self._state_rows_at: float | None = None  # monotonic
         self._listener: _Boundaries | None = None
         self._stopping = threading.Event()
         self._batch_done = threading.Event()
@@ -263,9 +277,21 @@ class MigrationDriver:
             return None
         started = time.monotonic()
         batches = range(max(0, newest - self.last_batches + 1), newest + 1)
-        snapshot = self._measure(
-            self.mover.internals, query, self.mover.bins, batches, checkpoint=self.checkpoint
+        read_state = self.checkpoint is not None and (
+            self._state_rows_at is None or started - self._state_rows_at >= self.state_rows_every_s
         )
+        snapshot = self._measure(
+            self.mover.internals,
+            query,
+            self.mover.bins,
+            batches,
+            checkpoint=self.checkpoint if read_state else None,
+        )
+        if read_state and snapshot.state_error is None:
+            self._state_rows = {b: s.state_rows for b, s in snapshot.bins.items()}
+            self._state_rows_at = started
+        elif self._state_rows:
+            apply_state_rows(query, self._state_rows, snapshot)
         finished = time.monotonic()
         with self._lock:
             coordination = self._coordination_s + (finished - started)

@@ -118,7 +118,13 @@ def _batch_durations(query: Any, batches: list[int]) -> dict[int, float]:
 def _add_state(
     internals: SparkInternals, query: Any, checkpoint: str, snapshot: LoadSnapshot
 ) -> None:
-    rows = state_rows_per_bin(internals.spark, checkpoint)
+    apply_state_rows(query, state_rows_per_bin(internals.spark, checkpoint), snapshot)
+
+
+def apply_state_rows(query: Any, rows: Mapping[int, int], snapshot: LoadSnapshot) -> None:
+    """Per-bin state rows (`state_rows_per_bin`, maybe from an earlier measurement: a bin's
+    rows do not move with its placement) into `snapshot`: bytes from the latest progress'
+    bytes per row, summed per executor of the snapshot's placement."""
     progress = query.lastProgress or {}
     operators = progress.get("stateOperators") or [{}]
     total_rows = sum(int(op.get("numRowsTotal", 0)) for op in operators)
