@@ -34,6 +34,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 
 from swivel.jobs.examples.fraud import customer_model
 from swivel.jobs.migration.cluster import LocalCluster
+from swivel.jobs.migration.process_cpu import ProcessCpu, per_batch_ms
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 USER_COLUMNS = ("payment", "customer", "merchant", "amount")
@@ -159,6 +160,9 @@ class _Swivel:
         runtime = self.embedded.runtime
         return None if runtime is None else runtime.query
 
+    def agent_pid(self) -> int | None:
+        return None if self.embedded.agent is None else self.embedded.agent.pid
+
     def start(self) -> None:
         from swivel.jobs.migration.driver import MigrationDriver
         from swivel.jobs.runtime.driver import AgentDriverChannel
@@ -167,12 +171,17 @@ class _Swivel:
             self.embedded.runtime.start()  # resume from its checkpoint
             return
         self.embedded.start()  # the agent, the runtime, the first query
-        agent = self.embedded.agent
-        assert agent is not None
+        agent, runtime = self.embedded.agent, self.embedded.runtime
+        assert agent is not None and runtime is not None
         bins = self.embedded.job.spec.dataflow.bins
         channel = AgentDriverChannel(agent.url, agent.token)
-        self.driver = MigrationDriver(
-            self.spark, bins, lambda: self.query, channel, coordination_interval_s=self.interval_s
+        self.driver = MigrationDriver(  # as `swivel run --master` starts it: state rows too
+            self.spark,
+            bins,
+            lambda: self.query,
+            channel,
+            checkpoint=runtime.checkpoint,
+            coordination_interval_s=self.interval_s,
         ).start()
 
     def pause(self) -> None:
@@ -204,27 +213,42 @@ def _last_batch(query: Any) -> int:
     return -1 if not progress else int(progress["batchId"])
 
 
-def _phase(query_of: Any, warmup: int, batches: int, timeout: float = 600.0) -> list[float]:
-    """Durations of `batches` batches after `warmup` ones of the running query."""
+def _phase(
+    query_of: Any, warmup: int, batches: int, cpu: ProcessCpu, timeout: float = 600.0
+) -> tuple[list[float], dict[str, float]]:
+    """Durations of `batches` batches after `warmup` ones of the running query, and the CPU
+    per batch of each process group over those batches (sampled when the last warm-up batch
+    and the last measured batch are first seen, polling every 0.25 s).
+
+    Polls `lastProgress` (one py4j call), `recentProgress` only when a batch was skipped:
+    the poll runs on the same cores as the query, for both sides alike."""
     deadline = time.monotonic() + timeout
     seen: dict[int, float] = {}
     first: int | None = None
+    before: dict[str, float] | None = None
     while True:
         query = query_of()
         if query is not None:
             if query.exception() is not None:
                 raise RuntimeError(f"the query failed: {query.exception()}")
-            for progress in query.recentProgress:
-                batch = int(progress["batchId"])
+            progress = query.lastProgress
+            updates = [progress] if progress else []
+            if progress and int(progress["batchId"]) - 1 not in seen:
+                updates = query.recentProgress  # the first poll, or a batch was missed
+            for update in updates:
+                batch = int(update["batchId"])
                 first = batch if first is None else min(first, batch)
-                seen[batch] = float(progress["durationMs"]["triggerExecution"])
+                seen[batch] = float(update["durationMs"]["triggerExecution"])
         if first is not None:
+            if before is None and first + warmup - 1 in seen:
+                before = cpu.sample()
             wanted = range(first + warmup, first + warmup + batches)
             if all(b in seen for b in wanted):
-                return [seen[b] for b in wanted]
+                spent = per_batch_ms(before or {}, cpu.sample(), batches)
+                return [seen[b] for b in wanted], spent
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(seen)} batches after {timeout}s")
-        time.sleep(0.1)
+        time.sleep(0.25)
 
 
 def run_overhead_bench(
@@ -263,12 +287,13 @@ def run_overhead_bench(
         )
         plain = _Plain(spark, job, str(root / "plain-checkpoint"))
         swivel = _Swivel(spark, job, root / "swivel", coordination_interval_s)
+        cpu = ProcessCpu(cluster.pids(), swivel.agent_pid)  # the master has no children
         for round_index in range(rounds):
             order = (("plain", plain), ("swivel", swivel))
             for mode, side in order if round_index % 2 == 0 else order[::-1]:  # ABBA: a trend
                 # in the machine's load hits both sides alike
                 side.start()
-                durations = _phase(lambda side=side: side.query, warmup, batches)
+                durations, cpu_ms = _phase(lambda side=side: side.query, warmup, batches, cpu)
                 if isinstance(side, _Plain):
                     side.stop()
                 else:
@@ -280,6 +305,8 @@ def run_overhead_bench(
                         "mode": mode,
                         "median_ms": statistics.median(durations),
                         "batch_ms": durations,
+                        "cpu_ms_per_batch": cpu_ms,
+                        "load_average_1m": round(os.getloadavg()[0], 2),
                     }
                 )
         loads_posted = swivel.driver is not None and swivel.driver.latest_loads is not None
@@ -292,6 +319,15 @@ def run_overhead_bench(
                 for r in range(rounds)
             )
         ]
+        cpu_ms = {
+            mode: statistics.median(
+                p["cpu_ms_per_batch"]["total"]
+                for p in phases
+                if p["mode"] == mode and p["cpu_ms_per_batch"]
+            )
+            for mode in ("plain", "swivel")
+            if all(p["cpu_ms_per_batch"] for p in phases)
+        }
         return {
             "plain_batch_ms": plain_ms,
             "swivel_batch_ms": swivel_ms,
@@ -299,6 +335,10 @@ def run_overhead_bench(
             "goal": 1.10,
             "pair_ratios": pairs,
             "pair_ratio_median": statistics.median(pairs),
+            # CPU of every process of the run per batch (medians over phases): moves far
+            # less with the machine's load than wall time
+            "cpu_ms_per_batch": cpu_ms,
+            "cpu_ratio": round(cpu_ms["swivel"] / cpu_ms["plain"], 3) if cpu_ms else None,
             "samples": {k: len(v) for k, v in samples.items()},
             "phases": phases,
             "swivel_runtime": {
