@@ -11,8 +11,9 @@ StreamJob run by the full Swivel runtime, on the same 2-executor standalone clus
   plus `MigrationDriver` (boundary listener, loads measured and posted every
   `coordination_interval_s`). No reconfiguration.
 
-Phases alternate plain, swivel, swivel, plain, plain, ... (ABBA, so a drift of the machine's
-load hits both sides alike) on the same session; each phase
+After `warmup_rounds` unrecorded rounds (plain, swivel: the JVMs' JIT settles over the first
+minutes), phases alternate plain, swivel, swivel, plain, plain, ... (ABBA, so a drift of
+the machine's load hits both sides alike) on the same session; each phase
 resumes its own query from its checkpoint, drops `warmup` batches (a resumed query reloads
 its state stores) and records the next `batches` batch durations (triggerExecution). The
 medians of all phases are compared.
@@ -259,6 +260,7 @@ def run_overhead_bench(
     batches: int = 8,
     warmup: int = 2,
     rounds: int = 4,
+    warmup_rounds: int = 1,
     coordination_interval_s: float = 10.0,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
@@ -288,6 +290,15 @@ def run_overhead_bench(
         plain = _Plain(spark, job, str(root / "plain-checkpoint"))
         swivel = _Swivel(spark, job, root / "swivel", coordination_interval_s)
         cpu = ProcessCpu(cluster.pids(), swivel.agent_pid)  # the master has no children
+        for _ in range(warmup_rounds):  # not recorded: the JVMs' JIT settles over the first
+            # minutes (executor CPU per batch fell ~2.5x), which ABBA does not cancel
+            for side in (plain, swivel):
+                side.start()
+                _phase(lambda side=side: side.query, warmup, batches, cpu)
+                if isinstance(side, _Plain):
+                    side.stop()
+                else:
+                    side.pause()
         for round_index in range(rounds):
             order = (("plain", plain), ("swivel", swivel))
             for mode, side in order if round_index % 2 == 0 else order[::-1]:  # ABBA: a trend
@@ -356,6 +367,7 @@ def run_overhead_bench(
                 "function": "fraud.customer_model (cheap)",
                 "state_store": "RocksDB",
                 "rounds": rounds,
+                "warmup_rounds": warmup_rounds,
                 "batches_per_phase": batches,
                 "warmup_batches": warmup,
                 "run_s": round(time.monotonic() - began, 1),
