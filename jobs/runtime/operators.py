@@ -72,7 +72,9 @@ class WorkerSettings:
     started_config_version: int | None = None  # the restart scheduler's "started with"
 
 
-_acked: set[tuple[str, int, int]] = set()  # per process: acks already sent
+# Per process: acks already sent, by feed (a reused worker may serve a later query with an
+# agent of its own, whose configuration versions start again at 1).
+_acked: set[tuple[str | None, str, int, int]] = set()
 # Per process: an operator's seconds per row (a runner is unpickled per task, the estimate
 # outlives it so a worker's first slices are sized right after the first task).
 _cost_per_row: dict[str, float] = {}
@@ -199,7 +201,8 @@ class OperatorRunner:
         batch_id: int | None,
         partition: int | None,
     ) -> None:
-        seen = (self.plan.name, config.version, config_version)
+        feed = getattr(self.settings.feed, "url", None)
+        seen = (feed, self.plan.name, config.version, config_version)
         if seen in _acked:
             return
         _acked.add(seen)

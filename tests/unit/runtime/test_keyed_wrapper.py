@@ -109,3 +109,35 @@ def test_a_progress_event_crosses_py4j_as_one_json_document() -> None:
     assert progress.durationMs["triggerExecution"] == 2399
     assert progress.numInputRows == 1000
     assert progress.stateOperators[0].numRowsTotal == 200
+
+
+class _AgentLikeFeed(StaticFeed):
+    """A feed with an agent URL that records the acks it is given."""
+
+    def __init__(self, snapshot: Snapshot, url: str) -> None:
+        super().__init__(snapshot)
+        object.__setattr__(self, "url", url)
+        object.__setattr__(self, "acks", [])
+
+    def ack(  # noqa: PLR0917
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+        at: float | None = None,
+    ) -> None:
+        self.acks.append((operator, version, config_version))  # type: ignore[attr-defined]
+
+
+def test_a_reused_worker_acks_again_to_a_new_agent_whose_versions_start_over() -> None:
+    output = (*INPUT, *EMITTED, EMITTED_COLUMN)
+    config = OperatorConfig(MODEL, 1, {"model": "cheap"})
+    snapshot = Snapshot(config_version=1, revision=1, operators={"detector": config})
+    plan = OperatorPlan("detector", True, "customer", INPUT, output, config)
+    feeds = [_AgentLikeFeed(snapshot, f"http://127.0.0.1:{port}") for port in (8001, 8002)]
+    for feed in [*feeds, feeds[0]]:
+        runner = OperatorRunner(plan, WorkerSettings(feed))
+        list(run_keyed_group(runner, (7,), iter([_chunk()]), decode_state(None)))
+    assert [f.acks for f in feeds] == [[("detector", 1, 1)], [("detector", 1, 1)]]  # type: ignore[attr-defined]
