@@ -16,8 +16,8 @@ from typing import Any
 
 from swivel.jobs.agent.plans import PlanRecord
 
-# Carried out by MigrationDriver, whose module spells it too: it imports pyspark, which the
-# agent must not (jobs/migration/driver.py should import this one instead).
+# Carried out by MigrationDriver (jobs/migration/driver.py imports it from here: the agent
+# must not import the driver's module, which imports pyspark).
 COORDINATION_ACTION = "set-coordination"
 DONE = "doneAt"  # agent-side mark in a kept action (durable); never handed out
 KEPT_ACTIONS = 100

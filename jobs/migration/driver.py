@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from swivel.jobs.agent.driver_actions import COORDINATION_ACTION
 from swivel.jobs.migration.actions import MigrationActions
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import (
@@ -49,7 +50,6 @@ DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tu
 # query's CPU over a 60 s interval; docs/migration.md, overhead). A bin's rows change slowly
 # and do not move with its placement, so they are read at most this often and reused.
 STATE_ROWS_EVERY_S = 600.0
-COORDINATION_ACTION = "set-coordination"
 ATTACH_TIMEOUT_S = 600.0  # a resumed migration waits this long for the query's first batch
 Measure = Callable[..., LoadSnapshot]
 

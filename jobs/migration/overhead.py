@@ -261,7 +261,7 @@ def run_overhead_bench(
     warmup: int = 2,
     rounds: int = 4,
     warmup_rounds: int = 1,
-    coordination_interval_s: float = 10.0,
+    coordination_interval_s: float = 60.0,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
     from swivel.api.manifests import parse_manifest
