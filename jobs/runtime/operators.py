@@ -223,7 +223,8 @@ class OperatorRunner:
         directory = self.settings.recording_dir
         if directory is None or not len(rows_in):
             return
-        head = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version},"batch":{json.dumps(batch_id)},"record":'
+        # `at`: when the rows were processed (their output emitted), for the in-effect delay.
+        head = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version},"batch":{json.dumps(batch_id)},"at":{time.time():.6f},"record":'
         lines = "".join(head + json.dumps(str(r)) + "}\n" for r in rows_in[RECORD_COLUMN])
         with open(Path(directory) / f"process-{os.getpid()}.jsonl", "a", encoding="utf-8") as log:
             log.write(lines)
