@@ -28,7 +28,9 @@ from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
 from swivel.operator.phases import ACTIVE, FINAL, WAITING, Phase, Reason, parse_phase, transition
 
 logger = logging.getLogger(__name__)
-AGENT_TIMINGS = frozenset({"acceptedAt", "firstSwitchAt", "lastSwitchAt", "completedAt"})
+AGENT_TIMINGS = frozenset(
+    {"acceptedAt", "firstSwitchAt", "lastSwitchAt", "inEffectAt", "completedAt"}
+)
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ def from_agent_plan(document: Mapping[str, Any], plan: Mapping[str, Any] | None)
             step=len(steps) if done else 0,
             steps=len(steps),
         ),
-        "delay_ms": document.get("delayMs"),
+        "delay_ms": document.get("delayMs"),  # in effect (jobs/agent/plans.py)
+        "armed_ms": document.get("armedMs"),
     }
     timings = document.get("timings") or {}
     # Only the instants the status has (requestedAt is the object's creation): the agent's
@@ -207,6 +210,7 @@ def _timings(values: Mapping[str, Any]) -> Timings:
         "acceptedAt": "accepted_at",
         "firstSwitchAt": "first_switch_at",
         "lastSwitchAt": "last_switch_at",
+        "inEffectAt": "in_effect_at",
         "completedAt": "completed_at",
     }
     return Timings.model_validate({aliases.get(k, k): v for k, v in values.items()})

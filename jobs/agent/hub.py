@@ -342,6 +342,8 @@ class Hub:
                     batch_id=ack.batch_id,
                     kind=ack.kind.value,
                     config_version=ack.config_version,
+                    running_batch=self._last_started,
+                    completed_batch=self._last_completed,
                 )
         if record is not None and record is not before:
             self._state.plans[record.id] = record
@@ -404,6 +406,7 @@ class Hub:
                 self._publish()
         elif kind == "completed":
             self._last_completed = max(batch, self._last_completed or batch)
+            self._note_batch_end(batch, float(event.get("at") or self._clock()))
             changed = state.pinned_batches.pop(batch, None) is not None
             if state.transition is not None and state.active_plan is None:
                 after = self._retire_after_batch
@@ -411,6 +414,17 @@ class Hub:
                     state.transition, changed = None, True
             if changed:
                 self._publish()
+
+    def _note_batch_end(self, batch: int, at: float) -> None:
+        """The active plan may wait for this batch to end (old-tagged rows, plans.py)."""
+        record = self.active_plan
+        if record is None:
+            return
+        ended = plans.record_batch_end(record, batch, at)
+        if ended is not record:
+            self._state.plans[record.id] = ended
+            self._save()
+            self.check_plan()
 
     def record_migration(self, report: Mapping[str, Any]) -> None:
         """The driver's bin-migration progress for plan `planId` (POST /v1/driver/migration)."""
@@ -561,7 +575,7 @@ class Hub:
 
 
 def _completed(record: PlanRecord, now: float) -> Timings:
-    return replace(record.timings, completed_at=now)
+    return plans.completion_timings(record, now)
 
 
 def _slug(name: str) -> str:

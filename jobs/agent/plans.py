@@ -13,15 +13,31 @@ head that is no target (the planner heads a component with the targets' one-to-m
 ancestor) switches too: it starts stamping new tags; its acks carry its unchanged
 function version and the new configuration version.
 
-- **delay** = acceptance -> the last switch of a live worker hosting a target or a Fries
-  head: from then on every record that enters the job is processed under the new
-  versions. The benchmark's figure.
-- **propagation** = acceptance -> the moment the new version had processed records at every
-  target operator (for a non-head behind a shuffle, when the upstream stage ended).
+- **delay** (`delayMs`) = the request -> the new version is *in effect*: every target
+  operator has processed records under its new version, and no target will process another
+  record under its old one (docs/benchmarks.md). The agent decides the second part from
+  what it observes:
+  * a target that switches by its own check (a naive target, a Fries head or lone target,
+    every epoch or restart target) processes no old record after its switch: its
+    last switch;
+  * a Fries tag-follower runs old-tagged rows, which its heads wrote before they switched,
+    under the old function until those rows are gone. They exist only in micro-batches
+    that had started when the last head switched, so the moment is the end of the latest
+    such batch (`oldRowsBatch`: the batch the driver last reported started, or the batch a
+    head's processed ack names, whichever is later; its `completed` report ends it). If
+    that batch had already completed, nothing old is left;
+  * epoch and restart: the old version ran only in batches (or a query) that ended before
+    the first new record, so their delay is the first new record at the last target.
+- **armed** (`armedMs`) = the request -> the last switch of a live worker hosting a target
+  or a Fries head (it *holds* the new version: from then on every record that enters the
+  job runs under the new versions). Reported beside the delay, never instead of it.
+- **propagation** (`propagationMs`) = the request -> the new version had processed records
+  at every target operator (for a non-head behind a shuffle, when the upstream stage ended).
 
-It *Completes* when both hold: every live worker hosting a target or head switched, and every
-target operator processed records under its new version (so the batch in which the switch
-happened is known before the transition is retired).
+It *Completes* when the new version is in effect: every live worker hosting a target or head
+switched, every target operator processed records under its new version, and the batch that
+may hold old-tagged rows ended (so the batch in which the switch happened is known before the
+transition is retired).
 
 Every function here is pure: the hub decides when, these decide what.
 """
@@ -73,6 +89,13 @@ class Timings:
     last_switch_at: float | None = None
     completed_at: float | None = None
     propagated_at: float | None = None
+    in_effect_at: float | None = None  # set when the plan completes (see the module doc)
+    old_rows_ended_at: float | None = None  # the end of `PlanRecord.old_rows_batch`
+
+    @property
+    def start(self) -> float | None:
+        """The request (the submitter's `requestedAt`, else acceptance): delays count from it."""
+        return self.requested_at if self.requested_at is not None else self.accepted_at
 
     def to_json(self) -> dict[str, str | None]:
         return {
@@ -81,6 +104,7 @@ class Timings:
             "firstSwitchAt": _iso(self.first_switch_at),
             "lastSwitchAt": _iso(self.last_switch_at),
             "propagatedAt": _iso(self.propagated_at),
+            "inEffectAt": _iso(self.in_effect_at),
             "completedAt": _iso(self.completed_at),
         }
 
@@ -110,6 +134,9 @@ class PlanRecord:
     migration: Mapping[str, Any] | None = None  # the driver's last bin-migration report
     idempotency_key: str | None = None  # the submitter's key: a repeat gets this plan back
     coordination: Mapping[str, Any] | None = None  # the driver's confirmation of the interval
+    # Fries: the latest micro-batch that may hold rows tagged before the last head switched
+    # (a tag-follower runs them under the old version until it ends); None: none may.
+    old_rows_batch: int | None = None
 
     @property
     def heads(self) -> frozenset[str]:
@@ -128,19 +155,25 @@ class PlanRecord:
         """A coordination interval: complete only once the driver confirmed it."""
         return bool(self.spec.get("coordination"))
 
+    def _since_request_ms(self, at: float | None) -> float | None:
+        start = self.timings.start
+        if start is None or at is None or self.phase != PlanPhase.COMPLETED:
+            return None
+        return max(0.0, (at - start) * 1000.0)
+
     @property
     def delay_ms(self) -> float | None:
-        t = self.timings
-        if t.accepted_at is None or t.last_switch_at is None or self.phase != PlanPhase.COMPLETED:
-            return None
-        return max(0.0, (t.last_switch_at - t.accepted_at) * 1000.0)
+        """The request -> in effect (module doc); None until Completed."""
+        return self._since_request_ms(self.timings.in_effect_at)
+
+    @property
+    def armed_ms(self) -> float | None:
+        """The request -> the last target or head worker holds the new version."""
+        return self._since_request_ms(self.timings.last_switch_at)
 
     @property
     def propagation_ms(self) -> float | None:
-        t = self.timings
-        if t.accepted_at is None or t.propagated_at is None or self.phase != PlanPhase.COMPLETED:
-            return None
-        return max(0.0, (t.propagated_at - t.accepted_at) * 1000.0)
+        return self._since_request_ms(self.timings.propagated_at)
 
     def to_json(self, expected: frozenset[WorkerOperator] = frozenset()) -> dict[str, Any]:
         """The `GET /v1/plans/{id}` document; `expected` = the pairs that must switch."""
@@ -153,6 +186,7 @@ class PlanRecord:
             "plan": dict(self.plan),
             "timings": self.timings.to_json(),
             "delayMs": self.delay_ms,
+            "armedMs": self.armed_ms,
             "propagationMs": self.propagation_ms,
             "progress": progress(self, expected),
             "message": self.message,
@@ -180,10 +214,13 @@ class PlanRecord:
                 t.last_switch_at,
                 t.completed_at,
                 t.propagated_at,
+                t.in_effect_at,
+                t.old_rows_ended_at,
             ],
             "switched": sorted([pid, op] for pid, op in self.switched),
             "processed": sorted(self.processed),
             "lastSwitchBatch": self.last_switch_batch,
+            "oldRowsBatch": self.old_rows_batch,
             "message": self.message,
             "migration": dict(self.migration) if self.migration else None,
             "idempotencyKey": self.idempotency_key,
@@ -206,6 +243,7 @@ class PlanRecord:
             switched=frozenset((int(pid), str(op)) for pid, op in data["switched"]),
             processed=frozenset(data.get("processed", ())),
             last_switch_batch=data.get("lastSwitchBatch"),
+            old_rows_batch=data.get("oldRowsBatch"),
             message=data.get("message", ""),
             migration=data.get("migration"),
             idempotency_key=data.get("idempotencyKey"),
@@ -236,14 +274,21 @@ def record_switch(
     batch_id: int | None,
     kind: str = PROCESSED,
     config_version: int | None = None,
+    running_batch: int | None = None,
+    completed_batch: int | None = None,
 ) -> PlanRecord:
     """Note that worker `pid` switched `operator` to `version` under `config_version`
-    (`kind`: processed | armed); unchanged if it is not a switch of this plan."""
+    (`kind`: processed | armed); unchanged if it is not a switch of this plan.
+
+    `running_batch`/`completed_batch`: the latest micro-batch the driver reported started /
+    completed when the ack arrived (a Fries head's switch bounds the old-tagged rows)."""
     if record.phase != PlanPhase.APPLYING:
         return record
     if not _switches(record, operator, version, config_version):
         return record
     key = (pid, operator)
+    if key not in record.switched:  # its first switch: what it tagged before may be in flight
+        record = _note_old_rows(record, operator, kind, batch_id, running_batch, completed_batch)
     ran = kind != ARMED  # records ran (in batch `batch_id`), not only received
     processed = ran and operator in record.targets  # a target's new version ran
     if key in record.switched and (not ran or operator in record.processed):
@@ -276,6 +321,62 @@ def record_switch(
     )
 
 
+def tag_followers(record: PlanRecord) -> frozenset[str]:
+    """Fries targets that are no head: they run old-tagged rows under the old version."""
+    return frozenset(set(record.targets) - record.heads) if record.heads else frozenset()
+
+
+def _note_old_rows(  # noqa: PLR0913, PLR0917 - the ack's fields and the driver's two batches
+    record: PlanRecord,
+    operator: str,
+    kind: str,
+    batch_id: int | None,
+    running_batch: int | None,
+    completed_batch: int | None,
+) -> PlanRecord:
+    """A head switched: rows it tagged before may sit in any batch that had started."""
+    if operator not in record.heads or not tag_followers(record):
+        return record
+    candidates = [b for b in (running_batch, batch_id if kind != ARMED else None) if b is not None]
+    if not candidates:
+        return record
+    latest = max(candidates)
+    if completed_batch is not None and latest <= completed_batch:
+        return record  # that batch already ended: its old-tagged rows are gone
+    if record.old_rows_batch is not None and record.old_rows_batch >= latest:
+        return record
+    return replace(record, old_rows_batch=latest)
+
+
+def record_batch_end(record: PlanRecord, batch_id: int, at: float) -> PlanRecord:
+    """The driver reported batch `batch_id` completed at `at`: if it is the batch that may
+    hold old-tagged rows (or a later one), no tag-follower will run another old row."""
+    if record.phase != PlanPhase.APPLYING or record.old_rows_batch is None:
+        return record
+    if batch_id < record.old_rows_batch or record.timings.old_rows_ended_at is not None:
+        return record
+    return replace(record, timings=replace(record.timings, old_rows_ended_at=at))
+
+
+def old_rows_pending(record: PlanRecord) -> bool:
+    return record.old_rows_batch is not None and record.timings.old_rows_ended_at is None
+
+
+def completion_timings(record: PlanRecord, now: float) -> Timings:
+    """The timings of a plan completing (or failing) at `now`: `in_effect_at` is the latest
+    of the last switch, the new version's first records at the last target, and the end of
+    the batch that held old-tagged rows (module doc); None if a part never happened."""
+    t = record.timings
+    if record.phase != PlanPhase.APPLYING or old_rows_pending(record):
+        return replace(t, completed_at=now)
+    parts = [t.last_switch_at, t.propagated_at, t.old_rows_ended_at]
+    if record.targets and t.propagated_at is None:
+        return replace(t, completed_at=now)
+    present = [p for p in parts if p is not None]
+    in_effect = max(present) if present else None
+    return replace(t, completed_at=now, in_effect_at=in_effect)
+
+
 def _switches(record: PlanRecord, operator: str, version: int, config_version: int | None) -> bool:
     """A target switches to its new function version; a head that is no target keeps its
     function and switches to the plan's configuration version (the tags it stamps)."""
@@ -304,6 +405,8 @@ def completion_due(record: PlanRecord, expected: frozenset[WorkerOperator]) -> b
         return False
     if record.sets_coordination and record.coordination is None:
         return False
+    if old_rows_pending(record):
+        return False
     return set(record.targets) <= record.processed and expected <= record.switched
 
 
@@ -321,6 +424,8 @@ def still_waiting(record: PlanRecord, expected: frozenset[WorkerOperator]) -> st
         parts.append("the driver's bin migration")
     if record.sets_coordination and record.coordination is None:
         parts.append("the driver's confirmation of the coordination interval")
+    if old_rows_pending(record):
+        parts.append(f"the end of batch {record.old_rows_batch} (rows tagged before the switch)")
     return "; ".join(parts) or "nothing (completion was due)"
 
 

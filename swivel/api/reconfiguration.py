@@ -174,6 +174,11 @@ class Timings(ApiModel):
     accepted_at: datetime | None = None
     first_switch_at: datetime | None = None
     last_switch_at: datetime | None = None
+    in_effect_at: datetime | None = Field(
+        default=None,
+        description="Every target ran records under its new version and none will run "
+        "another under its old one (docs/benchmarks.md).",
+    )
     completed_at: datetime | None = None
 
 
@@ -184,7 +189,18 @@ class ReconfigurationStatus(ApiModel):
     kind: str | None = Field(
         default=None, description="live-control | live-migration | restart (the plan's kind)."
     )
-    delay_ms: float | None = Field(default=None, ge=0)
+    delay_ms: float | None = Field(
+        default=None,
+        ge=0,
+        description="The request -> the new version is in effect: every target ran records "
+        "under it and none will run another under its old version (docs/benchmarks.md).",
+    )
+    armed_ms: float | None = Field(
+        default=None,
+        ge=0,
+        description="The request -> the last worker hosting a target (or a Fries head) "
+        "holds the new version; reported beside delayMs, never instead of it.",
+    )
     agent_plan_id: str | None = Field(
         default=None,
         description="The agent's id for the submitted plan (resuming never resubmits).",

@@ -109,16 +109,18 @@ def _rejected(error: Any) -> None:
 
 
 def result_table(plan: dict[str, Any]) -> Table:
-    """What happened: phase, delay, first/last switch after acceptance, workers switched."""
+    """What happened: phase, delay (request -> in effect), armed (request -> the last worker
+    holds the new version), first/last switch after acceptance, workers switched."""
     timings = plan.get("timings") or {}
     accepted = _parse(timings.get("acceptedAt"))
     counts = plan.get("progress") or {}
     table = Table(title=f"{plan['id']}: {plan['phase']}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    delay = plan.get("delayMs")
+    delay, armed = plan.get("delayMs"), plan.get("armedMs")
     table.add_row("scheduler", str(plan.get("scheduler")))
-    table.add_row("delay", f"{delay:.1f} ms" if delay is not None else "-")
+    table.add_row("delay (in effect)", f"{delay:.1f} ms" if delay is not None else "-")
+    table.add_row("armed", f"{armed:.1f} ms" if armed is not None else "-")
     table.add_row("first switch", _after(accepted, timings.get("firstSwitchAt")))
     table.add_row("last switch", _after(accepted, timings.get("lastSwitchAt")))
     table.add_row(

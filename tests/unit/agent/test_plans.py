@@ -11,11 +11,18 @@ from swivel.jobs.agent.plans import (
     PlanRecord,
     Timings,
     completion_due,
+    completion_timings,
     expected_workers,
     move,
     progress,
+    record_batch_end,
     record_switch,
 )
+
+
+def complete(record: PlanRecord, now: float = 200.0) -> PlanRecord:
+    """What the hub does when completion is due."""
+    return move(record, PlanPhase.COMPLETED, timings=completion_timings(record, now))
 
 
 def applying(accepted_at: float = 100.0) -> PlanRecord:
@@ -86,8 +93,10 @@ def test_completion_needs_every_expected_worker_and_every_target() -> None:
     assert progress(record, expected)["workersTotal"] == 3
     record = switch(record, 3, "tail", 5, at=103.0)
     assert completion_due(record, expected)
-    done = move(record, PlanPhase.COMPLETED)
-    assert done.delay_ms == pytest.approx(3000.0)
+    done = complete(record)
+    # From the request (99.0): the last switch and the first new records, both at 103.0.
+    assert done.delay_ms == pytest.approx(4000.0)
+    assert done.armed_ms == pytest.approx(4000.0)
     assert not completion_due(done, expected)
 
 
@@ -124,9 +133,12 @@ def test_an_armed_switch_counts_for_the_delay_but_completion_waits_for_records()
     assert not completion_due(record, expected)
     record = switch(record, 2, "tail", 5, at=101.5, batch=7)
     assert completion_due(record, expected)
-    done = move(record, PlanPhase.COMPLETED)
-    assert done.delay_ms == pytest.approx(50.0)
-    assert done.propagation_ms == pytest.approx(1500.0)
+    done = complete(record)
+    # From the request (99.0): armed at 100.05, in effect when the tail ran new rows (101.5).
+    assert done.armed_ms == pytest.approx(1050.0)
+    assert done.propagation_ms == pytest.approx(2500.0)
+    assert done.delay_ms == pytest.approx(2500.0)
+    assert done.to_json()["armedMs"] == pytest.approx(1050.0)
     assert done.last_switch_batch == 7
 
 
@@ -166,7 +178,64 @@ def test_a_head_that_is_no_target_must_switch_to_the_new_configuration_version()
     assert old == record  # an ack under the old configuration is no switch
     record = record_switch(record, pid=1, operator="fan", version=1, at=100.3, batch_id=5,
                            config_version=2)  # fmt: skip
+    assert not completion_due(record, expected)  # a and b follow tags: batch 5 holds old ones
+    record = record_batch_end(record, 5, 100.5)
     assert completion_due(record, expected)
     assert record.processed == {"a", "b"} and record.last_switch_batch == 5
     assert progress(record, expected)["heads"] == {"fan": {"switched": 1, "total": 1}}
-    assert move(record, PlanPhase.COMPLETED).delay_ms == pytest.approx(300.0)
+    done = complete(record)
+    assert (done.armed_ms, done.delay_ms) == (pytest.approx(300.0), pytest.approx(500.0))
+
+
+def _fries_component(accepted_at: float = 100.0) -> PlanRecord:
+    """`head` heads a component whose other target, `tail`, follows its tags."""
+    record = PlanRecord(
+        id="swap-2", name="swap", scheduler="fries", spec={},
+        plan={"components": [{"heads": ["head"], "operators": ["head", "tail"],
+                              "targets": ["head", "tail"]}]},
+        from_config_version=1, to_config_version=2, targets={"head": 2, "tail": 5},
+        timings=Timings(requested_at=accepted_at, accepted_at=accepted_at),
+    )  # fmt: skip
+    return move(record, PlanPhase.APPLYING)
+
+
+def test_a_tag_follower_is_in_effect_only_when_the_batch_with_old_tags_ended() -> None:
+    """The head switched inside batch 7: rows it tagged before are still in batch 7's later
+    stages, where the tail runs them under its old version until the batch ends."""
+    record = _fries_component()
+    expected = frozenset({(1, "head"), (2, "tail")})
+    record = record_switch(record, pid=1, operator="head", version=2, at=100.02, batch_id=7,
+                           running_batch=7, completed_batch=6)  # fmt: skip
+    record = record_switch(record, pid=2, operator="tail", version=5, at=100.01, batch_id=None,
+                           kind="armed", running_batch=7, completed_batch=6)  # fmt: skip
+    record = record_switch(record, pid=2, operator="tail", version=5, at=100.3, batch_id=7)
+    assert record.old_rows_batch == 7
+    assert not completion_due(record, expected)  # old-tagged rows may still reach the tail
+    assert record_batch_end(record, 6, 100.4) == record  # an earlier batch: nothing changes
+    record = record_batch_end(record, 7, 100.6)
+    assert completion_due(record, expected)
+    done = complete(record)
+    assert done.armed_ms == pytest.approx(20.0)
+    assert done.propagation_ms == pytest.approx(300.0)
+    assert done.delay_ms == pytest.approx(600.0)
+    assert PlanRecord.from_state(done.to_state()) == done
+
+
+def test_a_head_armed_after_its_batch_ended_leaves_no_old_rows() -> None:
+    record = _fries_component()
+    record = record_switch(record, pid=1, operator="head", version=2, at=100.02, batch_id=None,
+                           kind="armed", running_batch=7, completed_batch=7)  # fmt: skip
+    assert record.old_rows_batch is None
+    record = record_switch(record, pid=2, operator="tail", version=5, at=100.9, batch_id=8)
+    record = record_switch(record, pid=1, operator="head", version=2, at=100.5, batch_id=8)
+    assert completion_due(record, frozenset({(1, "head"), (2, "tail")}))
+    assert complete(record).delay_ms == pytest.approx(900.0)
+
+
+def test_without_tag_followers_no_batch_is_awaited() -> None:
+    """Every target is a head (or the scheduler is not fries): a target stops running the
+    old version at its own switch."""
+    record = applying()  # fries, but no components: no heads, no tag-followers
+    record = record_switch(record, pid=1, operator="head", version=2, at=100.1, batch_id=7,
+                           running_batch=7, completed_batch=6)  # fmt: skip
+    assert record.old_rows_batch is None
