@@ -326,7 +326,7 @@ def tag_followers(record: PlanRecord) -> frozenset[str]:
     return frozenset(set(record.targets) - record.heads) if record.heads else frozenset()
 
 
-def _note_old_rows(  # noqa: PLR0913, PLR0917 - the ack's fields and the driver's two batches
+def _note_old_rows(  # noqa: PLR0917 - the ack's fields and the driver's two batches
     record: PlanRecord,
     operator: str,
     kind: str,
