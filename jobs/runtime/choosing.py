@@ -24,7 +24,7 @@ import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev de
 from swivel.jobs.control.selection import Selection, select, tag_column
 from swivel.jobs.control.snapshots import Snapshot
 
-__all__ = ["Part", "newest_tag_needed", "parts", "tag_column", "tag_columns"]
+__all__ = ["Part", "newest_tag_needed", "parts", "tag_column", "tag_columns", "tag_order"]
 
 
 def tag_columns(function_operators: int) -> tuple[str, ...]:
@@ -87,3 +87,18 @@ def parts(
     component = transition.component_of(operator) if transition is not None else None
     heads = component is not None and operator in component.heads and selection.tag is not None
     yield Part(pdf, selection, tag_column(component.id) if heads and component else None)
+
+
+def tag_order(snapshot: Snapshot, operator: str, pdf: pd.DataFrame) -> pd.DataFrame:
+    """`pdf` with its rows in tag order (stable) when `operator` follows a component's tag.
+
+    A keyed non-head runs a key's whole batch this way (`operators.run_keyed_group`): rows
+    stamped before the switch (tag 0 or the old version) first, then the new ones, so the
+    key's state is transformed once, between the two. Any other operator keeps the order.
+    """
+    column = _follows_tag(snapshot, operator)
+    if column is None or column not in pdf.columns or len(pdf) < 2:
+        return pdf
+    if pdf[column].is_monotonic_increasing:
+        return pdf
+    return pdf.sort_values(column, kind="stable", ignore_index=True)

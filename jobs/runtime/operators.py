@@ -36,8 +36,8 @@ from typing import Any
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
 from swivel.jobs.control.client import working_on
-from swivel.jobs.control.snapshots import OperatorConfig
-from swivel.jobs.runtime.choosing import Part, newest_tag_needed, parts
+from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
+from swivel.jobs.runtime.choosing import Part, newest_tag_needed, parts, tag_order
 from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.functions import AllowList, FunctionRefused, resolve
 
@@ -79,6 +79,7 @@ _acked: set[tuple[str | None, str, int, int]] = set()
 # outlives it so a worker's first slices are sized right after the first task).
 _cost_per_row: dict[str, float] = {}
 _refused: set[str] = set()
+_late: set[tuple[str, int, int]] = set()
 
 
 def _task_position() -> tuple[int | None, int | None]:
@@ -124,8 +125,8 @@ class OperatorRunner:
             sample if previous is None else 0.7 * previous + 0.3 * sample
         )
 
-    def parts(self, pdf: pd.DataFrame, batch_id: int | None) -> list[Part]:
-        """The check: read the newest snapshot, split the rows by the configuration they need."""
+    def _snapshot_for(self, pdf: pd.DataFrame) -> Snapshot:
+        """The newest snapshot, waiting (bounded) for one the rows' tags refer to."""
         feed, name = self.settings.feed, self.plan.name
         snapshot = feed.current(name)
         needed = newest_tag_needed(snapshot, name, pdf)
@@ -134,6 +135,16 @@ class OperatorRunner:
         while snapshot.config_version < needed and time.monotonic() < deadline:
             time.sleep(0.002)
             snapshot = feed.current(name)
+        return snapshot
+
+    def in_tag_order(self, pdf: pd.DataFrame) -> pd.DataFrame:
+        """`pdf` with old-tagged rows first when this operator follows a component's tags."""
+        return tag_order(self._snapshot_for(pdf), self.plan.name, pdf)
+
+    def parts(self, pdf: pd.DataFrame, batch_id: int | None) -> list[Part]:
+        """The check: read the newest snapshot, split the rows by the configuration they need."""
+        name = self.plan.name
+        snapshot = self._snapshot_for(pdf)
         self._checked_at = time.time()
         return list(
             parts(
@@ -285,29 +296,53 @@ class KeyState:
 def run_keyed_group(
     runner: OperatorRunner, key: Any, chunks: Iterator[pd.DataFrame], state: KeyState
 ) -> Iterator[pd.DataFrame]:
-    """One key group of a keyed operator: the state is read once and written back by the
-    caller; every chunk is a check."""
+    """One key group of a keyed operator in one micro-batch; the caller reads the state
+    once and writes it back.
+
+    The group is the key's whole input for the batch: behind the shuffle's stage barrier
+    every upstream task has ended, and Spark hands the group over in chunks (split at
+    `maxRecordsPerBatch`), so the wrapper takes all of them first. A non-head of a Fries
+    component then runs them in tag order (`choosing.tag_order`): every old-tagged row under
+    the old function on the untransformed state, then the state transform (once), then the
+    new-tagged rows. Run in arrival order, an old row of a head task that switched later
+    would meet the state a new row had already transformed: a mixed transaction. The rows
+    are still run in slices, each a check, as in `run_stateless_chain`.
+    """
     batch_id, partition = _task_position()
+    group = _whole_group(runner, chunks)
+    if group is None:
+        return
+    outputs = []
+    for rows in runner.slices(runner.in_tag_order(group)):
+        with working_on(runner.plan.name):
+            started = time.perf_counter()
+            for part in runner.parts(rows, batch_id):
+                function, used = runner.function(part.selection.config)
+                _transform_once(runner, state, used)
+                out, state.value = function(key, part.rows, state.value, **dict(used.params))
+                outputs.append(runner.finish(out, part, used, (batch_id, partition)))
+            runner.observe(len(rows), time.perf_counter() - started)
+    yield outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
+
+
+def _whole_group(runner: OperatorRunner, chunks: Iterator[pd.DataFrame]) -> pd.DataFrame | None:
+    frames = []
     for chunk in chunks:
         chunk.columns = list(runner.plan.input_columns)  # see compiling: TWS renames `_x`
-        outputs = []
-        for rows in runner.slices(chunk):
-            with working_on(runner.plan.name):
-                started = time.perf_counter()
-                for part in runner.parts(rows, batch_id):
-                    function, used = runner.function(part.selection.config)
-                    _transform_once(runner, state, used)
-                    out, state.value = function(key, part.rows, state.value, **dict(used.params))
-                    outputs.append(runner.finish(out, part, used, (batch_id, partition)))
-                runner.observe(len(rows), time.perf_counter() - started)
-        yield outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
+        frames.append(chunk)
+    if not frames:
+        return None
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def _transform_once(runner: OperatorRunner, state: KeyState, config: OperatorConfig) -> None:
     if state.fresh:
         state.version, state.fresh = config.version, False
         return
-    if config.version <= state.version:
+    if config.version < state.version:
+        _late_old_rows(runner, state, config)
+        return
+    if config.version == state.version:
         return
     if config.state_transform:
         transform = resolve(
@@ -315,6 +350,27 @@ def _transform_once(runner: OperatorRunner, state: KeyState, config: OperatorCon
         )
         state.value = transform(state.value)
     state.version = config.version
+
+
+def _late_old_rows(runner: OperatorRunner, state: KeyState, config: OperatorConfig) -> None:
+    """Rows that need an older function than the one the key's state is at.
+
+    Within a batch the tag order rules this out; it happens only when a head process had
+    not received the snapshot by the time it ran a task of a *later* batch than the one
+    that transformed the key (docs/runtime.md, "Limits"). The rows still run (under the
+    function their tag names, on the state as it is); the worker says so on stderr once per
+    operator and version, so a run can be checked for it.
+    """
+    seen = (runner.plan.name, config.version, state.version)
+    if seen in _late:
+        return
+    _late.add(seen)
+    print(
+        f"swivel: {runner.plan.name}: rows tagged for function version {config.version} met "
+        f"a key whose state is already at version {state.version} (a head switched after a "
+        "later batch started); they ran on that state",
+        file=sys.stderr,
+    )
 
 
 def encode_state(state: KeyState) -> tuple[str, int]:
