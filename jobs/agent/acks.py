@@ -4,12 +4,18 @@ The control client in every Python worker (`swivel.jobs.control.client`, standar
 only) posts a JSON array of acks; `parse_acks` validates the whole body against `Ack`
 before the hub applies any of it, so a bad field is a 400 naming it (`[2].kind`) and never
 half a body applied. Numbers are strict, as in `swivel.api.loads`: a JSON number, not a
-boolean or a numeric string.
+boolean or a numeric string. `implausible` then checks the acks against what the agent
+knows (422): the job's operators and their published versions, the registered workers,
+the batches the driver reported, the agent's clock. Every worker holds the same
+credential, so a worker's code can still claim another worker's switch; it cannot name an
+operator, a version or a batch that does not exist (a batch id far ahead would hold every
+later epoch plan back), nor a worker that never long-polled.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -19,7 +25,11 @@ from swivel.api.base import ApiModel
 from swivel.api.errors import FieldProblem, problems_from
 from swivel.jobs.control.arming import ARMED, PROCESSED
 
-Count = Annotated[int, Field(ge=0)]
+Count = Annotated[int, Field(ge=0, lt=2**63)]
+MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.client.MAX_QUEUED_ACKS`)
+MAX_BATCH_LEAD = 8  # an ack's batch may be this far ahead of the driver's last report
+MAX_CLOCK_SKEW_S = 300.0  # a worker clock this far ahead of the agent's is wrong
+MAX_ACK_AGE_S = 86_400.0
 
 
 class AckKind(enum.StrEnum):
@@ -34,8 +44,8 @@ class Ack(ApiModel):
 
     model_config = ConfigDict(strict=True)
 
-    pid: Count
-    operator: Annotated[str, Field(min_length=1)]
+    pid: Annotated[int, Field(ge=0, lt=2**32)]
+    operator: Annotated[str, Field(min_length=1, max_length=253)]
     version: Count  # the operator's function version
     config_version: Count | None = None  # a head that is no target switches by this
     partition: Count | None = None
@@ -58,8 +68,8 @@ _ACKS = TypeAdapter(list[Ack])
 
 
 class AcksRejected(ValueError):  # noqa: N818 - reads as the outcome, like LoadsRejected
-    def __init__(self, problems: list[FieldProblem]) -> None:
-        self.problems = problems
+    def __init__(self, problems: list[FieldProblem], status: int = 400) -> None:
+        self.problems, self.status = problems, status
         super().__init__("; ".join(str(p) for p in problems))
 
 
@@ -68,7 +78,49 @@ def parse_acks(body: Any) -> list[Ack]:
     it is not an array at all)."""
     if not isinstance(body, list):
         raise AcksRejected([FieldProblem("body", "expected a JSON array of acks")])
+    if len(body) > MAX_ACKS:
+        raise AcksRejected([FieldProblem("body", f"at most {MAX_ACKS} acks in one body")])
     try:
         return _ACKS.validate_python(body)
     except ValidationError as error:
         raise AcksRejected(problems_from(error)) from None
+
+
+def implausible(
+    acks: list[Ack],
+    *,
+    versions: Mapping[str, int],
+    config_version: int,
+    registered: Callable[[int], bool],
+    latest_batch: int | None,
+    now: float,
+) -> list[FieldProblem]:
+    """Why acks cannot be true (`[i].field: reason`), empty when they may be.
+
+    `versions`: each operator's published function version; `latest_batch`: the last batch
+    the driver reported (None before any: then no ack may name a batch)."""
+    problems = []
+    for i, ack in enumerate(acks):
+        published = versions.get(ack.operator)
+        if published is None:
+            problems.append(FieldProblem(f"[{i}].operator", "not an operator of this job"))
+        elif ack.version > published:
+            reason = f"{ack.operator!r} is at function version {published}; no later one exists"
+            problems.append(FieldProblem(f"[{i}].version", reason))
+        if ack.config_version is not None and ack.config_version > config_version:
+            reason = f"the agent's configuration is at version {config_version}"
+            problems.append(FieldProblem(f"[{i}].configVersion", reason))
+        if not registered(ack.pid):
+            reason = "no worker with this pid long-polls GET /v1/control/watch; watch first"
+            problems.append(FieldProblem(f"[{i}].pid", reason))
+        if ack.batch_id is not None:
+            if latest_batch is None:
+                reason = "the driver has reported no batch yet; retry once it has"
+                problems.append(FieldProblem(f"[{i}].batchId", reason))
+            elif ack.batch_id > latest_batch + MAX_BATCH_LEAD:
+                reason = f"the driver's last batch is {latest_batch}; this one has not run"
+                problems.append(FieldProblem(f"[{i}].batchId", reason))
+        if ack.at is not None and not now - MAX_ACK_AGE_S <= ack.at <= now + MAX_CLOCK_SKEW_S:
+            reason = f"the worker's time {ack.at:.3f} is not within a day of the agent's {now:.3f}"
+            problems.append(FieldProblem(f"[{i}].at", reason))
+    return problems

@@ -1,15 +1,17 @@
 """The agent's HTTP face: routes of docs/control-protocol.md on one aiohttp application.
 
 Handlers only translate between HTTP and the hub. Bad input is answered with
-`{"errors": [{"field", "reason"}]}` (400 malformed, 401 token, 409 busy, 422 unknown to the
-job) and never reaches the running job.
+`{"errors": [{"field", "reason"}]}` (400 malformed, 401 token, 403 a role that may not call
+the route, 409 busy, 413 too large, 422 unknown to the job) and never reaches the running
+job: every body is read by `wire.read_json` and validated against its model before the hub
+changes anything. Which role calls which route is the `ROUTES` table (auth.py says why).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -17,21 +19,30 @@ from typing import Any
 from aiohttp import web
 
 from swivel.jobs.agent.acks import AcksRejected
-from swivel.jobs.agent.auth import Handler, bearer_auth
+from swivel.jobs.agent.auth import Handler, Role, bearer_auth
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.loads import LoadsRejected
 from swivel.jobs.agent.submissions import PlanRejected
+from swivel.jobs.agent.wire import (
+    ActionDone,
+    BodyRejected,
+    CoordinationReport,
+    MigrationReport,
+    ProgressReport,
+    query_int,
+    query_seconds,
+    read_json,
+)
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_WATCH_TIMEOUT_S = 60.0
 TICK_INTERVAL_S = 0.5
 HUB_KEY = web.AppKey("hub", Hub)
-
-
-class BadRequestError(Exception):
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field, self.reason = field, reason
+# The largest honest body: a worker's full ack queue (10 000 acks of ~200 bytes) or the
+# loads of many bins; anything larger is refused (413) before it is read.
+MAX_BODY_BYTES = 4 * 2**20
+MAX_PID = 2**32
+log = logging.getLogger(__name__)
 
 
 def _errors(status: int, problems: list[dict[str, str]], **extra: Any) -> web.Response:
@@ -42,38 +53,32 @@ def _errors(status: int, problems: list[dict[str, str]], **extra: Any) -> web.Re
 async def bad_request_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except BadRequestError as error:
-        return _errors(400, [{"field": error.field, "reason": error.reason}])
+    except BodyRejected as error:
+        return _errors(
+            error.status, [{"field": p.field, "reason": p.reason} for p in error.problems]
+        )
+    except web.HTTPRequestEntityTooLarge:
+        reason = f"larger than {MAX_BODY_BYTES} bytes"
+        return _errors(413, [{"field": "body", "reason": reason}])
     except PlanRejected as error:
         return web.json_response(error.to_json(), status=error.status)
-    except (LoadsRejected, AcksRejected) as error:
+    except LoadsRejected as error:
         return _errors(400, [{"field": p.field, "reason": p.reason} for p in error.problems])
-
-
-def _int_query(request: web.Request, name: str, default: int) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise BadRequestError(name, f"expected an integer, got {raw!r}") from None
-
-
-def _timeout_query(request: web.Request, default: float) -> float:
-    raw = request.query.get("timeout")
-    try:
-        value = default if raw is None else float(raw)
-    except ValueError:
-        raise BadRequestError("timeout", f"expected seconds, got {raw!r}") from None
-    return min(max(value, 0.0), MAX_WATCH_TIMEOUT_S)
+    except AcksRejected as error:
+        problems = [{"field": p.field, "reason": p.reason} for p in error.problems]
+        return _errors(error.status, problems)
 
 
 async def _json_body(request: web.Request) -> Any:
-    try:
-        return json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise BadRequestError("body", f"not valid JSON: {error}") from None
+    return read_json(await request.read())  # 413 past client_max_size, BodyRejected (400)
+
+
+def _since(request: web.Request) -> int:
+    return query_int(request.query.get("since"), "since", 0)
+
+
+def _timeout(request: web.Request, default: float) -> float:
+    return query_seconds(request.query.get("timeout"), "timeout", default, MAX_WATCH_TIMEOUT_S)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -102,12 +107,10 @@ async def openapi(request: web.Request) -> web.Response:
 
 async def watch(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
-    since = _int_query(request, "since", 0)
-    pid = _int_query(request, "pid", -1)
-    operators = [op for op in request.query.get("operators", "").split(",") if op]
-    body = await hub.watch(
-        since, None if pid < 0 else pid, operators, _timeout_query(request, 20.0)
-    )
+    raw_pid = request.query.get("pid")
+    pid = None if raw_pid in (None, "", "-1") else query_int(raw_pid, "pid", 0, upper=MAX_PID)
+    operators = hub.known_operators(request.query.get("operators", ""))  # 422 when not the job's
+    body = await hub.watch(_since(request), pid, operators, _timeout(request, 20.0))
     if body is None:
         return web.Response(status=304)
     return web.Response(body=body, content_type="application/json")
@@ -120,21 +123,14 @@ async def acks(request: web.Request) -> web.Response:
 
 
 async def driver_progress(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    if not isinstance(body, dict):
-        raise BadRequestError("body", "expected a JSON object")
-    if not isinstance(body.get("batchId"), int):
-        raise BadRequestError("batchId", "required: an integer")
-    if body.get("event") not in ("started", "completed"):
-        raise BadRequestError("event", "one of started, completed")
-    request.app[HUB_KEY].record_progress(body)
+    report = ProgressReport.parse(await _json_body(request))
+    request.app[HUB_KEY].record_progress(report)
     return web.json_response({"received": 1}, status=202)
 
 
 async def driver_migration(request: web.Request) -> web.Response:
     body = await _json_body(request)
-    if not isinstance(body, dict) or not isinstance(body.get("planId"), str):
-        raise BadRequestError("planId", "required: the plan id of the migration")
+    MigrationReport.parse(body)  # kept as reported once valid
     request.app[HUB_KEY].record_migration(body)
     return web.json_response({"received": 1}, status=202)
 
@@ -145,16 +141,8 @@ async def driver_loads(request: web.Request) -> web.Response:
 
 
 async def driver_coordination(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    if not isinstance(body, dict):
-        raise BadRequestError("body", "expected a JSON object")
-    interval = body.get("intervalSeconds")
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
-        raise BadRequestError("intervalSeconds", "required: a positive number")
-    plan_id = body.get("planId")
-    if plan_id is not None and not isinstance(plan_id, str):
-        raise BadRequestError("planId", "a plan id or null")
-    request.app[HUB_KEY].record_coordination(body)
+    report = CoordinationReport.parse(await _json_body(request))
+    request.app[HUB_KEY].record_coordination(report)
     return web.json_response({"received": 1}, status=202)
 
 
@@ -168,19 +156,16 @@ async def loads(request: web.Request) -> web.Response:
 
 async def driver_actions(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
-    since = _int_query(request, "since", 0)
-    action = await hub.next_driver_action(since, _timeout_query(request, 20.0))
+    action = await hub.next_driver_action(_since(request), _timeout(request, 20.0))
     if action is None:
         return web.Response(status=304)
     return web.json_response(action)
 
 
 async def driver_action_done(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    if not isinstance(body, dict) or not isinstance(body.get("seq"), int):
-        raise BadRequestError("seq", "required: the seq of the action carried out")
-    known = request.app[HUB_KEY].action_done(body["seq"])
-    return web.json_response({"seq": body["seq"], "known": known})
+    done = ActionDone.parse(await _json_body(request))
+    known = request.app[HUB_KEY].action_done(done.seq)
+    return web.json_response({"seq": done.seq, "known": known})
 
 
 async def submit_plan(request: web.Request) -> web.Response:
@@ -218,25 +203,51 @@ async def topology(request: web.Request) -> web.Response:
     return web.json_response(request.app[HUB_KEY].topology())
 
 
-ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any]], ...] = (
-    ("GET", "/healthz", healthz),
-    ("GET", "/readyz", readyz),
-    ("GET", "/metrics", metrics),
-    ("GET", "/openapi.yaml", openapi),
-    ("GET", "/v1/control/watch", watch),
-    ("POST", "/v1/control/acks", acks),
-    ("POST", "/v1/driver/progress", driver_progress),
-    ("GET", "/v1/driver/actions", driver_actions),
-    ("POST", "/v1/driver/actions/done", driver_action_done),
-    ("POST", "/v1/driver/migration", driver_migration),
-    ("POST", "/v1/driver/loads", driver_loads),
-    ("POST", "/v1/driver/coordination", driver_coordination),
-    ("GET", "/v1/loads", loads),
-    ("POST", "/v1/plans", submit_plan),
-    ("GET", "/v1/plans/{plan_id}", get_plan),
-    ("GET", "/v1/config", config),
-    ("GET", "/v1/topology", topology),
+OPERATOR, DRIVER, WORKER = (frozenset({r}) for r in (Role.OPERATOR, Role.DRIVER, Role.WORKER))
+EVERYONE = frozenset(Role)
+
+# method, path, handler, the roles that may call it. The operator submits and reads; the
+# driver reports and takes boundary actions (and reads its plan and the configuration a
+# restarted driver resumes with); the workers long-poll snapshots and ack. Nobody else's
+# route is open to a role: a worker's code cannot submit, fail or complete a plan.
+ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any], frozenset[Role]], ...] = (
+    ("GET", "/healthz", healthz, EVERYONE),
+    ("GET", "/readyz", readyz, EVERYONE),
+    ("GET", "/metrics", metrics, OPERATOR),
+    ("GET", "/openapi.yaml", openapi, EVERYONE),
+    ("GET", "/v1/control/watch", watch, WORKER | DRIVER),
+    ("POST", "/v1/control/acks", acks, WORKER),
+    ("POST", "/v1/driver/progress", driver_progress, DRIVER),
+    ("GET", "/v1/driver/actions", driver_actions, DRIVER),
+    ("POST", "/v1/driver/actions/done", driver_action_done, DRIVER),
+    ("POST", "/v1/driver/migration", driver_migration, DRIVER),
+    ("POST", "/v1/driver/loads", driver_loads, DRIVER),
+    ("POST", "/v1/driver/coordination", driver_coordination, DRIVER),
+    ("GET", "/v1/loads", loads, OPERATOR),
+    ("POST", "/v1/plans", submit_plan, OPERATOR),
+    ("GET", "/v1/plans/{plan_id}", get_plan, OPERATOR | DRIVER),
+    ("GET", "/v1/config", config, OPERATOR | DRIVER),
+    ("GET", "/v1/topology", topology, OPERATOR),
 )
+_ROLES = {handler: roles for _, _, handler, roles in ROUTES}
+
+
+def _roles_of(request: web.Request) -> frozenset[Role] | None:
+    return _ROLES.get(request.match_info.route.handler)
+
+
+@web.middleware
+async def last_resort(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A bug must not leak a traceback to a caller: logged here, a bare 500 there. Bad input
+    never gets this far (every route validates its input); this is not how it is refused."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("agent error on %s %s", request.method, request.path)
+        reason = "the agent failed on this request; its log has the details"
+        return _errors(500, [{"field": "", "reason": reason}])
 
 
 async def _ticker(app: web.Application) -> AsyncIterator[None]:
@@ -254,9 +265,13 @@ async def _ticker(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(hub: Hub, token: str) -> web.Application:
-    app = web.Application(middlewares=[bearer_auth(token), bad_request_as_json])
+    """The agent's application; `token` is the operator's (auth.py derives the others)."""
+    app = web.Application(
+        middlewares=[last_resort, bearer_auth(token, _roles_of), bad_request_as_json],
+        client_max_size=MAX_BODY_BYTES,
+    )
     app[HUB_KEY] = hub
-    for method, path, handler in ROUTES:
+    for method, path, handler, _ in ROUTES:
         app.router.add_route(method, path, handler)
     app.cleanup_ctx.append(_ticker)
     return app

@@ -22,7 +22,7 @@ from typing import Any
 from swivel.api.errors import FieldProblem
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.acks import parse_acks
+from swivel.jobs.agent.acks import AcksRejected, implausible, parse_acks
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, DriverActions, of_plan
 from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.metrics import AgentMetrics
@@ -38,10 +38,14 @@ from swivel.jobs.agent.submissions import (
     parse_submission,
     updated_operators,
 )
+from swivel.jobs.agent.wire import BodyRejected, CoordinationReport, MigrationReport, ProgressReport
 from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.migration.actions import ACTIONS as MIGRATION_ACTIONS
 from swivel.jobs.migration.actions import driver_action
+
+MAX_WORKERS = 4096  # registered at once; a worker not seen for `forget_after_s` is dropped
+MAX_BATCH_JUMP = 1_000_000  # a driver's batch id this far beyond the last one is a lie
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Hub:
         planner: Planner = default_planner,
         clock: Callable[[], float] = time.time,
         worker_ttl_s: float = 30.0,
+        forget_after_s: float | None = None,
         plan_timeout_s: float = 600.0,
         metrics: AgentMetrics | None = None,
         schedule_dir: Path | None = None,
@@ -73,6 +78,9 @@ class Hub:
         self.job, self.job_name = job, job_name
         self._store, self._planner, self._clock = store, planner, clock
         self._worker_ttl_s, self._plan_timeout_s = worker_ttl_s, plan_timeout_s
+        # A worker not seen for this long is forgotten (the registry is bounded); until then
+        # one that reappears keeps the operators and hosting times it had.
+        self._forget_after_s = 4 * worker_ttl_s if forget_after_s is None else forget_after_s
         self.metrics = metrics or AgentMetrics()
         self._schedule_dir = schedule_dir
         if migrations is None:  # the driver runs a MigrationDriver (docs/migration.md)
@@ -166,11 +174,26 @@ class Hub:
                 worker.watching -= 1
                 worker.last_seen = self._clock()
 
+    def known_operators(self, names: str) -> list[str]:
+        """The comma-separated operator names of a watch call, each one of the job's
+        (BodyRejected 422 otherwise: a registry entry per made-up name is unbounded)."""
+        listed = [op for op in names.split(",") if op] if len(names) <= 65536 else None
+        known = {op.name for op in self.job.dataflow.operators}
+        unknown = sorted(set(listed or ()) - known)
+        if listed is None or unknown:
+            reason = f"not operators of this job: {unknown[:5]}" if unknown else "too long"
+            raise BodyRejected.single("operators", reason, 422)
+        return listed
+
     def _register(self, pid: int, operators: Iterable[str], since: float | None = None) -> Worker:
         """Note that `pid` is alive and hosts `operators`, at the latest since `since` (the
         worker's time of an ack; now when None or later)."""
         worker = self.workers.get(pid)
         if worker is None:
+            self._forget_workers()
+            if len(self.workers) >= MAX_WORKERS:
+                reason = f"{MAX_WORKERS} workers are registered and alive; no room for another"
+                raise BodyRejected.single("pid", reason, 429)
             worker = self.workers[pid] = Worker(pid)
         now = self._clock()
         since = now if since is None else min(since, now)
@@ -180,6 +203,20 @@ class Hub:
                 worker.hosting_since[op] = min(worker.hosting_since.get(op, since), since)
         worker.last_seen = now
         return worker
+
+    def _forget_workers(self) -> None:
+        horizon = self._clock() - self._forget_after_s
+        for pid in [p for p, w in self.workers.items() if not w.watching and w.last_seen < horizon]:
+            del self.workers[pid]
+
+    def _registered(self, pid: int) -> bool:
+        return pid in self.workers
+
+    def latest_batch(self) -> int | None:
+        """The last batch id the driver reported (kept across agent restarts), None before."""
+        seen = [b for b in (self._last_started, self._last_completed) if b is not None]
+        seen += [max(self._state.batch_versions)] if self._state.batch_versions else []
+        return max(seen) if seen else None
 
     def live_workers(self) -> list[Worker]:
         horizon = self._clock() - self._worker_ttl_s
@@ -326,6 +363,17 @@ class Hub:
         """Acks from workers: registration, plan progress, maybe completion. The whole body
         is validated first (AcksRejected, 400), so a bad ack never leaves half applied."""
         acks = parse_acks(body)
+        problems = implausible(
+            acks,
+            versions={op: config.version for op, config in self._state.operators.items()},
+            config_version=self._state.config_version,
+            registered=self._registered,
+            latest_batch=self.latest_batch(),
+            now=self._clock(),
+        )
+        if problems:
+            self.metrics.rejected.labels("acks").inc()
+            raise AcksRejected(problems, 422)
         record = self.active_plan
         before = record
         for ack in acks:
@@ -389,24 +437,31 @@ class Hub:
 
     # -- the driver channel ---------------------------------------------------------------
 
-    def record_progress(self, event: Mapping[str, Any]) -> None:
-        """A micro-batch started or completed (driver runtime)."""
+    def record_progress(self, body: Any) -> None:
+        """A micro-batch started or completed (driver runtime); BodyRejected (400) when not a
+        `ProgressReport`, (422) when its batch id leaps far beyond the last one."""
+        report = ProgressReport.parse(body)
+        latest = self.latest_batch()
+        if latest is not None and report.batch_id > latest + MAX_BATCH_JUMP:
+            self.metrics.rejected.labels("progress").inc()
+            reason = f"{report.batch_id} is more than {MAX_BATCH_JUMP} past the last batch {latest}"
+            raise BodyRejected.single("batchId", reason, 422)
         self.ready = True
-        batch, kind = int(event["batchId"]), str(event["event"])
+        batch, kind = report.batch_id, report.event
         self.metrics.batches.labels(kind).inc()
         state = self._state
         if kind == "started":
             self._last_started = max(batch, self._last_started or batch)
             recorded = state.batch_versions.get(batch)
             if recorded is None:
-                state.remember_batch(batch, self._version_at(float(event.get("at") or 0)))
+                state.remember_batch(batch, self._version_at(report.at or 0.0))
                 self._save()
             elif recorded != state.config_version and batch not in state.pinned_batches:
                 state.pinned_batches[batch] = recorded  # a replay: run it as it first ran
                 self._publish()
         elif kind == "completed":
             self._last_completed = max(batch, self._last_completed or batch)
-            self._note_batch_end(batch, float(event.get("at") or self._clock()))
+            self._note_batch_end(batch, report.at or self._clock())
             changed = state.pinned_batches.pop(batch, None) is not None
             if state.transition is not None and state.active_plan is None:
                 after = self._retire_after_batch
@@ -427,9 +482,11 @@ class Hub:
             self.check_plan()
 
     def record_migration(self, report: Mapping[str, Any]) -> None:
-        """The driver's bin-migration progress for plan `planId` (POST /v1/driver/migration)."""
-        record = self.plan(str(report.get("planId") or ""))
-        if record is None or record.phase is not PlanPhase.APPLYING:
+        """The driver's bin-migration progress for plan `planId` (POST /v1/driver/migration);
+        BodyRejected when not a `MigrationReport` (400) or of no plan the agent has (422)."""
+        parsed = MigrationReport.parse(report)
+        record = self._known_plan(parsed.plan_id)
+        if record.phase is not PlanPhase.APPLYING:
             return
         record = replace(record, migration=dict(report))
         self._state.plans[record.id] = record
@@ -467,11 +524,22 @@ class Hub:
         after bins moved: a measurement of the old placement would mislead a policy)."""
         return self._loads.document()
 
-    def record_coordination(self, report: Mapping[str, Any]) -> None:
-        """The driver applied a coordination interval (POST /v1/driver/coordination)."""
-        interval = float(report["intervalSeconds"])
+    def _known_plan(self, plan_id: str) -> PlanRecord:
+        record = self.plan(plan_id)
+        if record is None:
+            self.metrics.rejected.labels("driver").inc()
+            raise BodyRejected.single("planId", f"no plan {plan_id!r} in this agent", 422)
+        return record
+
+    def record_coordination(self, body: Any) -> None:
+        """The driver applied a coordination interval (POST /v1/driver/coordination);
+        BodyRejected when not a `CoordinationReport` (400) or of an unknown plan (422)."""
+        report = CoordinationReport.parse(body)
+        if report.plan_id is not None:
+            self._known_plan(report.plan_id)
+        interval = report.interval_seconds
         self.metrics.coordination_interval.set(interval)
-        plan_id = str(report.get("planId") or "")
+        plan_id = report.plan_id or ""
         if self._actions.mark_done(
             lambda a: a.get("action") == COORDINATION_ACTION and a.get("planId") == plan_id
         ):
@@ -559,6 +627,7 @@ class Hub:
 
     def tick(self) -> None:
         """Periodic: forget dead workers, re-check the plan (a dead worker may unblock it)."""
+        self._forget_workers()
         self.metrics.workers.set(len(self.live_workers()))
         self.check_plan()
 

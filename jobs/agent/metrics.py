@@ -43,6 +43,17 @@ class AgentMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.rejected = Counter(
+            "swivel_agent_rejected",
+            "Reports refused as implausible (acks, progress, driver) by what the agent knows.",
+            ["source"],
+            registry=self.registry,
+        )
+        self.state_recovered = Counter(
+            "swivel_agent_state_recovered",
+            "Times the agent found its state file corrupt, moved it aside and started afresh.",
+            registry=self.registry,
+        )
         self.workers = Gauge(
             "swivel_workers_registered",
             "Live worker processes known from their watch calls.",

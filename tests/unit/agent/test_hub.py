@@ -220,6 +220,7 @@ def test_a_worker_known_first_by_a_late_ack_of_an_earlier_check_must_switch(
     clock = Clock()
     agent = hub(tmp_path, clock)
     agent._register(1, ["customer-detector"])
+    agent._register(2, [])  # its first watch named no operator yet; acks need a watch first
     record = agent.submit(body())
     clock.now += 0.05
     agent.record_acks([ack(2, 1, at=clock.now - 0.06)])  # checked 10 ms before acceptance
@@ -243,6 +244,7 @@ def test_an_ack_of_an_earlier_check_moves_hosting_back_after_a_watch_told_it_lat
     clock.now += 0.01
     agent._register(1, ["customer-detector"])  # the watch after the publication
     agent.record_acks([ack(1, 1, at=clock.now - 0.02)])  # its check before acceptance
+    agent._register(9, [])
     agent.record_acks([ack(9, 2, at=clock.now)])  # the target processed somewhere else
     assert agent.plan(record.id).phase.value == "Applying"  # worker 1 must switch
 
@@ -255,6 +257,7 @@ def test_after_an_agent_restart_the_resumed_plan_waits_for_workers_that_reconnec
     agent._register(1, ["customer-detector"])
     record = agent.submit(body())
     clock.now += 0.01
+    agent._register(2, [])
     agent.record_acks([ack(2, 2, at=clock.now)])  # processed at worker 2; worker 1 has not
     assert agent.plan(record.id).phase.value == "Applying"
     clock.now += 5  # the agent restarts; the workers reconnect within seconds
@@ -275,6 +278,7 @@ def test_after_the_grace_a_worker_that_appears_has_nothing_to_switch(tmp_path: P
     restarted = hub(tmp_path, clock, worker_ttl_s=30)
     clock.now += 31  # forked long after the restart: it never ran version 1
     restarted._register(3, ["customer-detector"])
+    restarted._register(4, [])
     restarted.record_acks([ack(4, 2, at=clock.now)])
     assert restarted.plan(record.id).phase.value == "Completed"
 

@@ -1,0 +1,196 @@
+"""The wire documents the agent accepts, as strict pydantic models, and the JSON reader.
+
+Every body is read by `read_json` (finite numbers only, integers within 64 bits, nesting
+at most `MAX_DEPTH` deep; the size is bounded by the app's `client_max_size`) and then
+validated against its model *before* the hub changes anything, so a bad field is a 400
+naming it and never half a change. Query parameters are checked the same way
+(`query_int`, `query_seconds`). `BodyRejected` carries `field: reason` problems; the app
+answers them as `{"errors": [{"field", "reason"}]}`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from swivel.api.base import ApiModel
+from swivel.api.errors import FieldProblem, problems_from
+
+MAX_DEPTH = 32  # the deepest honest document (a migration report) is 5 levels
+INT_LIMIT = 2**63  # batch ids, seqs, counts: Spark's longs
+MAX_TEXT = 4096
+MAX_NAME = 253  # a Kubernetes object name
+LATEST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: beyond it no timestamp can be shown
+
+Long = Annotated[int, Field(ge=0, lt=INT_LIMIT)]
+Seconds = Annotated[float, Field(ge=0, le=LATEST_TIME, allow_inf_nan=False)]
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+
+
+class BodyRejected(ValueError):  # noqa: N818 - reads as the outcome, like PlanRejected
+    def __init__(self, problems: list[FieldProblem], status: int = 400) -> None:
+        self.problems, self.status = problems, status
+        super().__init__("; ".join(str(p) for p in problems))
+
+    @classmethod
+    def single(cls, field: str, reason: str, status: int = 400) -> BodyRejected:
+        return cls([FieldProblem(field, reason)], status)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (numbers must be finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large for a number (numbers must be finite)")
+    return value
+
+
+def _long(text: str) -> int:
+    if len(text) > 20 or not -INT_LIMIT <= (value := int(text)) < INT_LIMIT:
+        raise ValueError(f"{text[:40]}... does not fit in 64 bits")
+    return value
+
+
+def _depth(document: Any) -> int:
+    """How deeply arrays and objects nest (iterative: never recurses on hostile input)."""
+    deepest, stack = 0, [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def read_json(raw: bytes) -> Any:
+    """The JSON document of a body, or BodyRejected (`body: reason`)."""
+    try:
+        document = json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite, parse_int=_long
+        )
+    except RecursionError:
+        raise BodyRejected.single("body", f"nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BodyRejected.single("body", f"not valid JSON: {str(error)[:200]}") from None
+    if _depth(document) > MAX_DEPTH:
+        raise BodyRejected.single("body", f"nested deeper than {MAX_DEPTH} levels")
+    return document
+
+
+def query_int(raw: str | None, name: str, default: int, *, upper: int = INT_LIMIT) -> int:
+    """A non-negative integer query parameter below `upper`."""
+    if raw is None or raw == "":
+        return default
+    if len(raw) > 20 or not raw.isascii() or not raw.isdigit() or int(raw) >= upper:
+        raise BodyRejected.single(
+            name, f"expected an integer from 0 to {upper - 1}, got {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+def query_seconds(raw: str | None, name: str, default: float, upper: float) -> float:
+    """A finite number of seconds, clamped to [0, upper]."""
+    if raw is None:
+        return default
+    try:
+        value = float(raw) if len(raw) <= 32 else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise BodyRejected.single(name, f"expected seconds (a finite number), got {raw[:40]!r}")
+    return min(max(value, 0.0), upper)
+
+
+class WireDocument(ApiModel):
+    """Strict: JSON types as they are (no numeric strings, no booleans as numbers)."""
+
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        # Without this pydantic says "a valid dictionary or instance of <class>".
+        if not isinstance(data, (dict, cls)):
+            raise PydanticCustomError("object_type", "expected a JSON object")
+        return data
+
+    @classmethod
+    def parse(cls, body: Any, prefix: str = "") -> Any:
+        try:
+            return cls.model_validate(body)
+        except ValidationError as error:
+            problems = [
+                FieldProblem(p.field or "body", p.reason) for p in problems_from(error, prefix)
+            ]
+            raise BodyRejected(problems) from None
+
+
+class SubmissionBody(WireDocument):
+    """`POST /v1/plans` (the spec itself is `ReconfigurationSpec`, validated after this)."""
+
+    name: Name
+    spec: Any = None
+    scheduler_override: Literal["naive"] | None = None  # benchmark only
+    requested_at: Seconds | None = None  # epoch seconds, the submitter's clock
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+
+
+class ProgressReport(WireDocument):
+    """`POST /v1/driver/progress`: a micro-batch started or completed."""
+
+    batch_id: Long
+    event: Literal["started", "completed"]
+    at: Seconds | None = None
+    duration_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    num_input_rows: Long | None = None
+    query_id: Text | None = None
+    run_id: Text | None = None
+
+
+class MigrationReport(WireDocument):
+    """`POST /v1/driver/migration`: a bin migration's progress (`Migration.to_dict`)."""
+
+    plan_id: Name
+    phase: Literal["Pending", "Running", "Completed", "Failed"]
+    message: Text = ""
+    id: Text | None = None
+    kind: Text | None = None
+    step: Long | None = None
+    steps: Long | None = None
+    bins_moved: Long | None = None
+    bins_total: Long | None = None
+    first_batch: Long | None = None
+    last_batch: Long | None = None
+    duration_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    retries: Long | None = None
+    strategy: Text | None = None
+    landed_elsewhere: Annotated[list[dict[str, Any]], Field(max_length=65536)] | None = None
+    meta_topology: dict[str, Any] | None = None  # shown as reported (depth: `read_json`)
+
+
+class CoordinationReport(WireDocument):
+    """`POST /v1/driver/coordination`: the driver applied a coordination interval."""
+
+    interval_seconds: Annotated[float, Field(gt=0, le=86400.0, allow_inf_nan=False)]
+    plan_id: Name | None = None
+
+
+class ActionDone(WireDocument):
+    """`POST /v1/driver/actions/done`: the driver carried out action `seq`."""
+
+    seq: Annotated[int, Field(ge=1, lt=INT_LIMIT)]
