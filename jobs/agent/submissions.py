@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from swivel.api.errors import FieldProblem, SpecError, problems_from
 from swivel.api.reconfiguration import ReconfigurationSpec, validate_against_job
 from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.agent.wire import BodyRejected, SubmissionBody
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
 
 Planner = Callable[[StreamJobSpec, ReconfigurationSpec], Mapping[str, Any]]
@@ -67,27 +68,17 @@ def parse_submission(
     if not isinstance(body, dict):
         raise PlanRejected(400, [FieldProblem("body", "expected a JSON object {name, spec}")])
     problems: list[FieldProblem] = []
-    name = body.get("name")
-    if not isinstance(name, str) or not name:
-        problems.append(FieldProblem("name", "required: a non-empty string"))
-    override = body.get("schedulerOverride")
-    if override is not None and override not in SCHEDULER_OVERRIDES:
-        problems.append(FieldProblem("schedulerOverride", f"one of {list(SCHEDULER_OVERRIDES)}"))
-    requested_at = body.get("requestedAt")
-    if requested_at is not None and not isinstance(requested_at, int | float):
-        problems.append(FieldProblem("requestedAt", "epoch seconds (a number)"))
-    key = body.get("idempotencyKey")
-    if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY):
-        problems.append(
-            FieldProblem("idempotencyKey", f"a non-empty string of at most {MAX_IDEMPOTENCY_KEY}")
-        )
+    fields = body_fields(body)  # the envelope as a strict model (wire.SubmissionBody)
+    if isinstance(fields, list):
+        problems += fields
     try:
         spec = ReconfigurationSpec.model_validate(body.get("spec"))
     except ValidationError as error:
         problems += problems_from(error, prefix="spec")
-    if problems:
+    if problems or isinstance(fields, list):
         raise PlanRejected(400, problems)
-    assert isinstance(name, str)
+    name, override, key = fields.name, fields.scheduler_override, fields.idempotency_key
+    requested_at = fields.requested_at
     try:
         validate_against_job(spec, job)
     except SpecError as error:
@@ -115,9 +106,15 @@ def parse_submission(
     unprocessable += _switches_above_a_split(spec, job, scheduler)
     if unprocessable:
         raise PlanRejected(422, unprocessable)
-    return Submission(
-        name, spec, scheduler, None if requested_at is None else float(requested_at), key
-    )
+    return Submission(name, spec, scheduler, requested_at, key)
+
+
+def body_fields(body: Any) -> SubmissionBody | list[FieldProblem]:
+    """The submission's fields other than the spec, or the problems with them."""
+    try:
+        return SubmissionBody.parse(body)  # type: ignore[no-any-return]
+    except BodyRejected as error:
+        return [p for p in error.problems if not p.field.startswith("spec")]
 
 
 def _switches_above_a_split(
