@@ -48,3 +48,80 @@ def counting(
 def mark_transformed(state: dict[str, Any]) -> dict[str, Any]:
     """A state transform whose every application is visible in the state."""
     return {**state, "transforms": int(state.get("transforms", 0)) + 1}
+
+
+# --- trail probes: the property test's operators (tests/integration/runtime/
+# test_consistency_property.py). Every one adds the same column, `trail`, so any merge of
+# their outputs compiles, and appends `;<me>=<label>` to it: the sink rows then show which
+# operators a record's copy went through and under which configuration, independently of
+# the recorded schedule the checker reads.
+
+
+def _trail(df: pd.DataFrame, entry: str) -> pd.Series:
+    before = df["trail"].fillna("") if "trail" in df.columns else pd.Series("", index=df.index)
+    return before + entry
+
+
+def _sleep_per_row(df: pd.DataFrame, delay_ms: float) -> None:
+    # Per row, not per call: the wrapper slices batches by measured cost, so a per-call
+    # sleep would make the batch's length depend on the slicing.
+    if delay_ms and len(df):
+        time.sleep(delay_ms * len(df) / 1000.0)
+
+
+@emits("trail string")
+def trail(df: pd.DataFrame, me: str = "", label: str = "v1", delay_ms: float = 0.0) -> pd.DataFrame:
+    """One-to-one (a map, or a replicate's identity): append `;me=label` to the trail."""
+    _sleep_per_row(df, delay_ms)
+    return df.assign(trail=_trail(df, f";{me}={label}"))
+
+
+@emits("trail string")
+def trail_filter(
+    df: pd.DataFrame, me: str = "", label: str = "v1", delay_ms: float = 0.0, drop_one_in: int = 3
+) -> pd.DataFrame:
+    """A filter: drops the records whose id hashes to 0 modulo `drop_one_in` (the same
+    records in every process and run), appends to the trail of the others."""
+    _sleep_per_row(df, delay_ms)
+    hashed = pd.util.hash_pandas_object(df["_swivel_record"], index=False).to_numpy()
+    kept = df[hashed % max(drop_one_in, 1) != 0]
+    return kept.assign(trail=_trail(kept, f";{me}={label}"))
+
+
+@emits("trail string")
+def trail_copies(
+    df: pd.DataFrame, me: str = "", label: str = "v1", delay_ms: float = 0.0, copies: int = 2
+) -> pd.DataFrame:
+    """A flatMap: `copies` output rows per input row, each keeping the input's `_swivel_*`
+    columns (so the copies carry the source record's id) and numbered in the trail."""
+    _sleep_per_row(df, delay_ms)
+    repeated = df.loc[df.index.repeat(copies)].reset_index(drop=True)
+    number = pd.Series(range(len(repeated)), dtype="int64") % max(copies, 1)
+    return repeated.assign(trail=_trail(repeated, f";{me}={label}.") + number.astype(str))
+
+
+@emits("trail string")
+def trail_keyed(
+    key: Any,
+    df: pd.DataFrame,
+    state: dict[str, Any],
+    *,
+    me: str = "",
+    label: str = "v1",
+    delay_ms: float = 0.0,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Keyed: counts rows per key and appends `;me=label/t<n>`, n = how often a state
+    transform (`mark_transformed`) has been applied to the key's state when the row ran."""
+    _sleep_per_row(df, delay_ms)
+    transforms = int(state.get("transforms", 0))
+    seen = int(state.get("seen", 0)) + len(df)
+    out = df.assign(trail=_trail(df, f";{me}={label}/t{transforms}"))
+    return out, {"seen": seen, "transforms": transforms}
+
+
+@emits("label string")
+def parity(df: pd.DataFrame, keep: int = 0, label: str = "v1") -> pd.DataFrame:
+    """Keep the payments whose id has parity `keep` and write `label` on them: two of these
+    on one stream (keep 0 and keep 1) split it in two disjoint halves, so each payment takes
+    exactly one branch."""
+    return df[df["payment"] % 2 == keep].assign(label=label)
