@@ -27,6 +27,12 @@ import yaml
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.streamjob import SinkKind, StreamJob, StreamJobSpec
 from swivel.controllers.planning import migrates_bins
+from swivel.operator.access import (
+    DRIVER_RULES,
+    KUBERNETES_API_CONF,
+    api_access_mount,
+    api_access_volume,
+)
 
 Manifest = dict[str, Any]
 
@@ -170,6 +176,7 @@ def spark_conf(job: StreamJob, owner: Owner) -> dict[str, str]:
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": _jvm_memory(spec.executor.memory),
+        **KUBERNETES_API_CONF,
     }
 
 
@@ -299,24 +306,6 @@ def render_service_account(owner: Owner) -> Manifest:
     }
 
 
-DRIVER_RULES: tuple[Manifest, ...] = (
-    {
-        "apiGroups": [""],
-        "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
-        "verbs": [
-            "create",
-            "get",
-            "list",
-            "watch",
-            "patch",
-            "update",
-            "delete",
-            "deletecollection",
-        ],
-    },
-)
-
-
 def render_role(owner: Owner) -> Manifest:
     """What Spark's driver does with executors: create, watch and delete their pods."""
     return {
@@ -379,6 +368,10 @@ def render_executor_template(job: StreamJob, owner: Owner) -> Manifest:
         "kind": "Pod",
         "metadata": {"labels": labels(owner.name, "executor")},
         "spec": {
+            # Spark runs executors under the driver's service account (its fallback when
+            # spark.kubernetes.authenticate.executor.serviceAccountName is unset); they call
+            # no Kubernetes API, so they get no token: job code cannot create pods with it.
+            "automountServiceAccountToken": False,
             "securityContext": _pod_security(),
             "containers": [
                 {
@@ -470,6 +463,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
             *mounts,
             {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True},
             *checkpoint_mounts,
+            api_access_mount(),
         ],
         "securityContext": _container_security(),
     }
@@ -518,6 +512,9 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         ),
         "spec": {
             "serviceAccountName": names.service_account,
+            # Only the spark container needs the token (it creates executors): it gets it
+            # through API_ACCESS_VOLUME; the agent sidecar gets none.
+            "automountServiceAccountToken": False,
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
             "securityContext": _pod_security(),
@@ -528,6 +525,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
                 {"name": "agent-token", "secret": {"secretName": names.token_secret}},
                 {"name": "state", "emptyDir": {}},
                 *checkpoint_volumes,
+                api_access_volume(),
             ],
         },
     }

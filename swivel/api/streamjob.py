@@ -14,12 +14,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 
 from swivel.api.base import ApiModel, Disruption, Resource
 from swivel.api.conditions import Condition
 from swivel.api.dataflow import DataflowSpec
 from swivel.api.errors import semantic_error
+from swivel.api.sparkconf import is_trusted, refused
 
 DEFAULT_IMAGE = "ghcr.io/swivel-dev/swivel:0.1.0"
 # A byte count as a Kubernetes quantity. Kubernetes also admits "m" (milli), which for bytes
@@ -166,6 +167,21 @@ class StreamJobSpec(ApiModel):
     )
     dataflow: DataflowSpec
     policies: Annotated[PoliciesSpec, Disruption.NONE] = Field(default_factory=PoliciesSpec)
+
+    @model_validator(mode="after")
+    def _no_escalation_through_spark_conf(self, info: ValidationInfo) -> StreamJobSpec:
+        """Keys that mount Secrets or host paths, switch identity or load code are refused
+        (swivel.api.sparkconf), except in the operator's own rendering of the job."""
+        if is_trusted(info.context):
+            return self
+        problems = refused(self.spark_conf)
+        if problems:
+            key, reason = problems[0]
+            more = [k for k, _ in problems[1:]]
+            if more:
+                reason += f" (also refused: {', '.join(more)})"
+            raise semantic_error(f"sparkConf[{key}]", reason)
+        return self
 
 
 class JobPhase(enum.StrEnum):

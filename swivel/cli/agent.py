@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from swivel.api.errors import SpecError
-from swivel.api.manifests import load_streamjob
+from swivel.api.sparkconf import load_rendered_streamjob
 from swivel.cli.errors import fail
 
 _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
@@ -47,7 +47,7 @@ def command(
     from swivel.jobs.agent.store import StateStore
 
     try:
-        job = load_streamjob(job_path)
+        job = load_rendered_streamjob(job_path)
     except SpecError as error:
         fail(error)
     try:

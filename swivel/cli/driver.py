@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 
 from swivel.api.errors import SpecError
-from swivel.api.manifests import load_streamjob
+from swivel.api.sparkconf import load_rendered_streamjob
 from swivel.api.streamjob import StreamJobSpec
 from swivel.cli.errors import fail
 from swivel.controllers.planning import migrates_bins
@@ -53,7 +53,7 @@ def driver_setup(spec: StreamJobSpec) -> tuple[str, bool, StreamJobSpec]:
 def command(job_path: Path, boundary_timeout: float) -> None:
     """Run the job's query with the agent beside it, until SIGTERM or failure."""
     try:
-        job = load_streamjob(job_path)
+        job = load_rendered_streamjob(job_path)
     except SpecError as error:
         fail(error, str(job_path))
     url = os.environ.get("SWIVEL_AGENT_URL")

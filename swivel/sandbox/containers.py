@@ -188,6 +188,44 @@ def _projection(volume: JsonObject, lookup: Lookup) -> tuple[dict[str, bytes], b
     return files, secret
 
 
+SANDBOX_TOKEN = b"sandbox"  # the sandbox accepts any bearer token
+ROOT_CA = "kube-root-ca.crt"
+
+
+def _projected(
+    volume: JsonObject, pod: JsonObject, lookup: Lookup
+) -> tuple[dict[str, bytes], bool]:
+    """The files of a `projected` volume, e.g. the service account token the operator mounts
+    into the driver's spark container only: `serviceAccountToken` (a placeholder token),
+    `configMap` / `secret` sources and `downwardAPI` fields. The sandbox publishes no root
+    CA (it serves plain HTTP), so a missing `kube-root-ca.crt` projects no file. Kept
+    private (0600, untranslated), as the kubelet writes projected tokens."""
+    files: dict[str, bytes] = {}
+    for source in volume["projected"].get("sources") or []:
+        if "serviceAccountToken" in source:
+            files[source["serviceAccountToken"].get("path", "token")] = SANDBOX_TOKEN
+        elif "downwardAPI" in source:
+            for item in source["downwardAPI"].get("items") or []:
+                path = (item.get("fieldRef") or {}).get("fieldPath", "")
+                files[item["path"]] = _field(pod, path).encode()
+        elif "configMap" in source or "secret" in source:
+            kind = "configMap" if "configMap" in source else "secret"
+            name = source[kind].get("name")
+            if kind == "configMap" and name == ROOT_CA and lookup("configmaps", ROOT_CA) is None:
+                continue
+            inner = {"name": volume.get("name"), kind: source[kind]}
+            if kind == "secret":
+                inner[kind] = {**source[kind], "secretName": source[kind].get("name", "")}
+            projection = _projection(inner, lookup)
+            files.update(projection[0] if projection else {})
+        else:
+            raise ContainerConfigError(
+                f"volume {volume.get('name')!r}: projected sources other than"
+                " serviceAccountToken, configMap, secret and downwardAPI do not run here"
+            )
+    return files, True
+
+
 @dataclass(frozen=True)
 class Mount:
     """One volumeMount made local: `local` is what `mount_path` stands for."""
@@ -226,7 +264,11 @@ def project_volumes(
             local = folder / mount["subPath"] if mount.get("subPath") else folder
             mounts.append(Mount(str(mount["mountPath"]), local, folder, None, False))
             continue
-        projection = _projection(volume, lookup)
+        projection = (
+            _projected(volume, pod, lookup)
+            if "projected" in volume
+            else _projection(volume, lookup)
+        )
         if projection is None:
             folder, files, secret = pod_dir / "volumes" / volume["name"], None, False
         else:

@@ -13,6 +13,7 @@ import yaml
 from swivel.api.base import Disruption
 from swivel.api.changes import diff_specs
 from swivel.api.manifests import load_streamjob
+from swivel.api.sparkconf import load_rendered_streamjob
 from swivel.api.streamjob import StreamJob
 from swivel.operator import rendering
 from swivel.operator.rendering import Names, Owner
@@ -150,10 +151,11 @@ def test_resources_come_from_the_spec(
 
 
 def test_the_job_config_carries_the_spec_and_the_kubernetes_spark_settings(
-    children: dict[str, dict[str, Any]], job: StreamJob
+    children: dict[str, dict[str, Any]], job: StreamJob, tmp_path: Path
 ) -> None:
-    document = yaml.safe_load(children["ConfigMap/fraud-detection-job"]["data"]["job.yaml"])
-    parsed = StreamJob.model_validate(document)
+    text = children["ConfigMap/fraud-detection-job"]["data"]["job.yaml"]
+    (tmp_path / "job.yaml").write_text(text, encoding="utf-8")
+    parsed = load_rendered_streamjob(tmp_path / "job.yaml")  # what `swivel driver` reads
     assert parsed.spec.dataflow == job.spec.dataflow
     assert parsed.spec.spark_conf["spark.kubernetes.driver.pod.name"] == "fraud-detection-driver"
     assert parsed.spec.spark_conf["spark.executor.instances"] == "2"

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from swivel.api.manifests import load_streamjob
+from swivel.api.sparkconf import TRUSTED
 from swivel.api.streamjob import StreamJob
 from swivel.cli.driver import driver_setup
 from swivel.operator import rendering
@@ -66,7 +67,7 @@ def test_the_renderer_and_the_driver_decide_alike(
         rendering, "spark_conf", lambda j, o: {**real(j, o), "spark.master": master}
     )
     config = rendering.render_job_config(job, OWNER)["data"][rendering.JOB_FILE]
-    spec = StreamJob.model_validate(yaml.safe_load(config)).spec
+    spec = StreamJob.model_validate(yaml.safe_load(config), context={TRUSTED: True}).spec
     _, runs_migrations, _ = driver_setup(spec)
     assert runs_migrations is migrations
     assert ("SWIVEL_AGENT_MIGRATIONS" in _env(job, "agent")) is migrations
