@@ -117,7 +117,7 @@ def iter_events(lines: Iterable[str | bytes]) -> Iterator[Event]:
             continue
         try:
             value, end = _scan_json(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json's limit
             value, end = None, -1
         if end != len(text):
             value = _load_json_strictly(text, number)
@@ -147,6 +147,8 @@ def _load_json_strictly(text: str, line: int) -> Any:
         return json.loads(text)
     except ValueError as error:
         raise ScheduleError(line, f"not JSON: {error}") from None
+    except RecursionError:
+        raise ScheduleError(line, "not JSON this checker reads: nested too deeply") from None
 
 
 def _event_from_object(obj: dict[str, Any], line: int) -> Event:
@@ -178,20 +180,22 @@ def _event_from_object(obj: dict[str, Any], line: int) -> Event:
         raise ScheduleError(line, "missing field 'event'")
     if not isinstance(kind, str):
         raise ScheduleError(line, f"field 'event' must be a string, got {_json_type(kind)}")
-    raise ScheduleError(line, f"unknown event {kind!r} (expected 'update' or 'process')")
+    raise ScheduleError(line, f"unknown event {_shown(kind)} (expected 'update' or 'process')")
 
 
 def _name(obj: dict[str, Any], field: str, line: int) -> str:
     value = _required(obj, field, line)
     if not isinstance(value, str) or not value:
-        raise ScheduleError(line, f"field {field!r} must be a non-empty string, got {value!r}")
+        raise ScheduleError(
+            line, f"field {field!r} must be a non-empty string, got {_shown(value)}"
+        )
     return value
 
 
 def _int(obj: dict[str, Any], field: str, line: int) -> int:
     value = _required(obj, field, line)
     if type(value) is not int:  # bool is an int subclass, and 1.0 is not a version
-        raise ScheduleError(line, f"field {field!r} must be an integer, got {value!r}")
+        raise ScheduleError(line, f"field {field!r} must be an integer, got {_shown(value)}")
     return value
 
 
@@ -199,6 +203,16 @@ def _required(obj: dict[str, Any], field: str, line: int) -> Any:
     if field not in obj:
         raise ScheduleError(line, f"missing field {field!r}")
     return obj[field]
+
+
+def _shown(value: object) -> str:
+    """A value for an error message: short, and never a failure of its own (a huge integer
+    or a deeply nested array has no printable repr)."""
+    try:
+        text = repr(value) if isinstance(value, str | bool) or value is None else json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        return _json_type(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _json_type(value: object) -> str:

@@ -1,10 +1,13 @@
 """Operator functions are `module:callable` references, resolved only from an allow-list.
 
-A reference names code that will run inside every Python worker, so it is checked before
-anything is imported: it must be the value of an installed entry point in the group
-`swivel.functions`, or live under one of the configured module prefixes (by default
-`swivel.jobs.examples.`). Anything else raises `FunctionRefused(field, reason)`; at run time
-the operator wrapper treats a refused update as "stay on the old function".
+The rule and the admission check live in `swivel.api.functions` (the CLI, the operator and
+the agent refuse a reference before a plan exists, without importing anything). This is
+the workers' check, defence in depth and the authoritative one: it imports the allowed
+module and accepts only a Python function whose `__module__` is that module and whose
+`__globals__` are that module's namespace, reached through the module's and its classes'
+own `__dict__` (no `getattr`, so no module `__getattr__`, no inherited attributes, no
+module objects, no imported names). At run time the operator wrapper treats a refused
+update as "stay on the old function".
 
 A function declares the columns it adds with `@emits("score double, flagged boolean")`, so
 the compiled query knows each operator's output schema without running it.
@@ -13,45 +16,32 @@ the compiled query knows each operator's output schema without running it.
 from __future__ import annotations
 
 import importlib
+import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
-from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
-ENTRY_POINT_GROUP = "swivel.functions"
-DEFAULT_PREFIXES = ("swivel.jobs.examples.",)
+from swivel.api.functions import (
+    DEFAULT_PREFIXES,
+    ENTRY_POINT_GROUP,
+    AllowList,
+    FunctionRefused,
+    split_reference,
+)
+
 EMITS_ATTRIBUTE = "__swivel_emits__"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-class FunctionRefused(ValueError):  # noqa: N818 - the name the issue and the protocol use
-    """A function reference that may not, or cannot, be used. `field` names where it came from."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class AllowList:
-    """Which references may be imported: installed entry points or these module prefixes."""
-
-    prefixes: tuple[str, ...] = DEFAULT_PREFIXES
-    entry_point_group: str = ENTRY_POINT_GROUP
-
-    def permits(self, ref: str) -> bool:
-        module = ref.partition(":")[0]
-        if any(module.startswith(p) or module == p.rstrip(".") for p in self.prefixes):
-            return True
-        return ref in _entry_point_refs(self.entry_point_group)
-
-
-@lru_cache(maxsize=8)
-def _entry_point_refs(group: str) -> frozenset[str]:
-    return frozenset(ep.value.replace(" ", "") for ep in entry_points(group=group))
+__all__ = [
+    "DEFAULT_PREFIXES",
+    "ENTRY_POINT_GROUP",
+    "AllowList",
+    "FunctionRefused",
+    "emits",
+    "emitted_columns",
+    "resolve",
+]
 
 
 def emits(ddl: str) -> Callable[[F], F]:
@@ -70,33 +60,72 @@ def emitted_columns(function: Callable[..., Any]) -> str:
 
 
 def resolve(ref: str, allow: AllowList, field: str = "function") -> Callable[..., Any]:
-    """Import `module:callable` if the allow-list permits it; otherwise FunctionRefused."""
-    module_name, sep, attribute_path = ref.partition(":")
-    if not sep or not module_name or not attribute_path:
-        raise FunctionRefused(field, f"{ref!r} is not of the form module:callable")
-    if not allow.permits(ref):
-        raise FunctionRefused(
-            field,
-            f"{ref!r} is not allowed: register it as an entry point in group "
-            f"{allow.entry_point_group!r} or put it under one of {list(allow.prefixes)}",
-        )
+    """The function `ref` names, if the allow-list permits it; otherwise FunctionRefused.
+
+    The module is imported only after its name passed the allow-list."""
+    module_name, _ = split_reference(ref, field)
+    if allow.entry_point(ref) is not None:
+        return _load_entry_point(ref, allow.entry_point_group, field)
+    if not allow.allows_module(module_name):
+        raise FunctionRefused(field, f"{ref!r} is not allowed; {allow.describe()}")
     return _import(ref, field)
+
+
+@lru_cache(maxsize=64)
+def _load_entry_point(ref: str, group: str, field: str) -> Callable[..., Any]:
+    """An entry point is the installer's explicit choice: its value is loaded as declared."""
+    entry_point = AllowList(prefixes=(), entry_point_group=group).entry_point(ref)
+    assert entry_point is not None
+    try:
+        target = entry_point.load()
+    except Exception as error:  # an installed package that fails to import
+        raise FunctionRefused(field, f"entry point {ref!r} cannot be loaded: {error}") from None
+    if not callable(target):
+        raise FunctionRefused(field, f"entry point {ref!r} is not callable")
+    return target  # type: ignore[no-any-return]
 
 
 @lru_cache(maxsize=256)
 def _import(ref: str, field: str) -> Callable[..., Any]:
-    module_name, _, attribute_path = ref.partition(":")
+    module_name, parts = split_reference(ref, field)
     try:
-        target: Any = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
     except ImportError as error:
         raise FunctionRefused(field, f"cannot import module {module_name!r}: {error}") from None
-    for part in attribute_path.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise FunctionRefused(
-                field, f"{module_name!r} has no attribute {attribute_path!r}"
-            ) from None
-    if not callable(target):
-        raise FunctionRefused(field, f"{ref!r} is not callable")
-    return target  # type: ignore[no-any-return]
+    if not isinstance(module, types.ModuleType) or module.__name__ != module_name:
+        raise FunctionRefused(field, f"{module_name!r} is not the module it names")
+    namespace = vars(module)
+    owner = f"module {module_name!r}"
+    target: Any = None
+    for depth, part in enumerate(parts):
+        if part not in namespace:
+            raise FunctionRefused(field, f"{ref!r}: {part!r} is not defined in {owner}")
+        target = namespace[part]
+        if depth < len(parts) - 1:
+            qualname = ".".join(parts[: depth + 1])
+            if not (
+                isinstance(target, type)
+                and target.__module__ == module_name
+                and target.__qualname__ == qualname
+            ):
+                raise FunctionRefused(field, f"{ref!r}: {part!r} is not a class defined in {owner}")
+            namespace, owner = vars(target), f"class {qualname!r} of module {module_name!r}"
+    holder = target
+    function = target.__func__ if isinstance(target, staticmethod | classmethod) else target
+    if not (
+        isinstance(function, types.FunctionType)
+        and function.__module__ == module_name
+        and function.__globals__ is vars(module)
+    ):
+        raise FunctionRefused(field, f"{ref!r} is not a function defined in module {module_name!r}")
+    if isinstance(holder, classmethod):
+        return types.MethodType(function, _owner_class(module, parts))
+    return function
+
+
+def _owner_class(module: types.ModuleType, parts: tuple[str, ...]) -> type:
+    owner: Any = module
+    for part in parts[:-1]:
+        owner = vars(owner)[part]
+    assert isinstance(owner, type)
+    return owner

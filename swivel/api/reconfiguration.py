@@ -109,9 +109,17 @@ class ReconfigurationSpec(ApiModel):
                     f"(also functionUpdates[{seen[update.operator]}])",
                 )
             seen[update.operator] = index
+        moved: dict[int, int] = {}  # a bin has one destination: the planner relies on it
         for index, move in enumerate(self.moves):
             if len(set(move.bins)) != len(move.bins):
                 raise semantic_error(f"moves[{index}].bins", "a bin is listed twice")
+            for position, bin_id in enumerate(move.bins):
+                if bin_id in moved:
+                    raise semantic_error(
+                        f"moves[{index}].bins[{position}]",
+                        f"bin {bin_id} is moved twice (also moves[{moved[bin_id]}])",
+                    )
+                moved[bin_id] = index
         return self
 
     @property

@@ -111,10 +111,16 @@ def _echo_human(verdict: Verdict) -> None:
         f"configurations ({_describe_transactions(verdict.transactions)})"
     )
     for violation in verdict.violations[:SHOWN_VIOLATIONS]:
-        click.echo(f"  {violation.describe()}")
+        click.echo(f"  {_printable(violation.describe())}")
     hidden = len(verdict.violations) - SHOWN_VIOLATIONS
     if hidden > 0:
         click.echo(f"  ... and {hidden} more (--output json lists them all)")
+
+
+def _printable(text: str) -> str:
+    """Record ids come from JSON, which can spell a lone surrogate (`"\\ud800"`) that no
+    terminal encoding can print: show it escaped instead of failing on it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _describe_transactions(transactions: tuple[FunctionUpdateTransaction, ...]) -> str:
@@ -125,5 +131,6 @@ def _describe_transactions(transactions: tuple[FunctionUpdateTransaction, ...]) 
         for t in transactions
     ]
     if len(described) == 1:
-        return f"1 update transaction: {described[0]}"
-    return f"{len(described)} update transactions: " + " then ".join(f"[{d}]" for d in described)
+        return _printable(f"1 update transaction: {described[0]}")
+    joined = " then ".join(f"[{d}]" for d in described)
+    return _printable(f"{len(described)} update transactions: {joined}")

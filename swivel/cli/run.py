@@ -93,7 +93,7 @@ def command(  # click passes every option by name
     migration: Any = None
     loop: Any = None
     try:
-        embedded.start()
+        _start(embedded, job_path)
         assert embedded.agent is not None
         if master is not None:
             migration, loop = _start_migrations(embedded, folder, policy)
@@ -135,11 +135,23 @@ def _load(job_path: Path, master: str | None) -> Any:
     """The job, or one `field: reason` line per problem and exit status 2 (nothing started)."""
     try:
         job = load_streamjob(job_path)
+        _check_shape(job)
         if master is not None:  # it sizes the executors' JVMs (local Spark has none)
             _jvm_memory(job.spec.executor.memory, EXECUTOR_MEMORY)
     except SpecError as error:
         fail(error, str(job_path))
     return job
+
+
+def _check_shape(job: Any) -> None:
+    """The dataflow's shape, checked before Spark starts (`plan_shape` needs no session):
+    no source, no sink, a cycle or a keyed operator without its key is a field error."""
+    from swivel.jobs.runtime.shapes import CompileError, plan_shape
+
+    try:
+        plan_shape(job.spec)
+    except CompileError as error:
+        raise SpecError.single(error.field, error.reason) from None
 
 
 def check_master(master: str | None, policy: str | None) -> None:
@@ -154,6 +166,20 @@ def check_master(master: str | None, policy: str | None) -> None:
             f"--policy {policy} needs several executors, and local Spark runs one (nothing to "
             f"balance): add --master {LOCAL_CLUSTER} or --master spark://HOST:PORT"
         )
+
+
+def _start(embedded: Any, job_path: Path) -> None:
+    """Start the agent and the query. What only compiling against the source's schema can
+    find (a union of branches whose columns differ, a function the workers refuse) is the
+    user's manifest, so it is `field: reason` and exit 2, not a traceback; the caller's
+    `finally` stops whatever had started."""
+    from swivel.api.functions import FunctionRefused
+    from swivel.jobs.runtime.shapes import CompileError
+
+    try:
+        embedded.start()
+    except (CompileError, FunctionRefused) as error:
+        fail(SpecError.single(error.field, error.reason), str(job_path))
 
 
 def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
