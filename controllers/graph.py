@@ -5,6 +5,16 @@ The API models (`swivel.api`) describe what a user writes; this module describes
 the planners need, so the planners can be tested on hand-built graphs and on random DAGs
 without any YAML in sight. Building a `Dataflow` validates the shape once (unknown inputs,
 duplicate names, cycles), so every planner may assume a well-formed DAG.
+
+An operator's flags are what it declares about its *function*; whether it is one-to-many
+in the sense of Fries Def. 5.2 also depends on the graph. An operator sends each output
+tuple down every out-edge (Swivel's runtime hands a fan-out's rows to every branch), so
+an operator with two out-edges emits two (tuple, receiving operator) pairs per input: it
+is one-to-many, with at most one tuple per out-edge when its function emits at most one.
+A broadcast edge copies each tuple to every worker of its consumer (§7.2: "as if a
+Replicate operator is added after the worker"), so it makes its source one-to-many too.
+`resolve_fan_outs` applies both; the planners call it, and only an operator marked
+`routes` (the paper's Split, which sends each tuple down *one* out-edge) is exempt.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ from __future__ import annotations
 import enum
 import graphlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from swivel.controllers.errors import PlanningError
@@ -53,6 +63,10 @@ class Operator:
     # into pipelined regions that never run at the same time (Fries §7.1).
     blocking: bool = False
     parallelism: int = 1
+    # Sends each output tuple down one of its out-edges, not all of them (the Split of
+    # Fries Figs. 6 and 8). Swivel's runtime has no such operator: its fan-outs copy. Kept
+    # so the paper's worked examples can be planned as the paper describes them.
+    routes: bool = False
 
     @property
     def one_to_many(self) -> bool:
@@ -72,6 +86,9 @@ class Dataflow:
 
     operators: tuple[Operator, ...]
     edges: tuple[Edge, ...] = field(default=())
+    # The operators' flags already say how they fan out (`resolve_fan_outs` ran, or this
+    # is a worker graph whose hash edges to several workers send each tuple to one).
+    fan_outs_resolved: bool = False
 
     def __post_init__(self) -> None:
         names: set[str] = set()
@@ -149,3 +166,48 @@ class Dataflow:
 
     def sinks(self) -> tuple[str, ...]:
         return tuple(op.name for op in self.operators if not self.children[op.name])
+
+
+def resolve_fan_outs(dataflow: Dataflow, *, broadcast: bool = True) -> Dataflow:
+    """`dataflow` with every operator's cardinality as Fries Def. 5.2 reads it in the graph.
+
+    An operator with two or more out-edges (unless it `routes`), or with a broadcast
+    out-edge, is one-to-many. It emits at most one tuple per out-edge unless its function
+    may emit several per input (declared one-to-many without `at_most_one_per_edge`: it
+    stays plain one-to-many), or a broadcast edge takes it to a consumer with several
+    workers: that one logical edge then carries a copy per worker, so at the operator
+    level it is not one tuple per edge (the worker graph of `parallel.py` sees the
+    replicate's one tuple per worker edge instead). `broadcast=False` leaves broadcast
+    edges alone, for the worker graph, where an explicit replicate node stands for them.
+    A dataflow marked `fan_outs_resolved` is returned as it is.
+
+    A blocking operator that fans out loses its `blocking` flag. §7.1 cuts its out-edges
+    because each record it emits starts a fresh transaction; a fan-out copies that record
+    to several children, so the fresh transaction needs a head above the copies, and only
+    the operator itself is there. Planned as pipelined, it is one-to-many like any other
+    fan-out (sound: the cut is only ever an optimisation).
+
+    Making an operator one-to-many only ever adds a seed the plan may need; it never
+    removes one, so it is sound even where a fan-out could not actually split a record.
+    """
+    if dataflow.fan_outs_resolved:
+        return dataflow
+    by_name = dataflow.by_name
+    resolved: list[Operator] = []
+    for op in dataflow.operators:
+        out = dataflow.out_edges[op.name]
+        broadcasts = [e for e in out if broadcast and e.partitioning is Partitioning.BROADCAST]
+        if not broadcasts and (len(out) < 2 or op.routes):
+            resolved.append(op)
+            continue
+        several_per_edge = op.one_to_many and not op.at_most_one_per_edge
+        copies = any(by_name[e.target].parallelism > 1 for e in broadcasts)
+        resolved.append(
+            replace(
+                op,
+                cardinality=Cardinality.ONE_TO_MANY,
+                at_most_one_per_edge=not (several_per_edge or copies),
+                blocking=False,
+            )
+        )
+    return Dataflow(tuple(resolved), dataflow.edges, fan_outs_resolved=True)

@@ -27,9 +27,12 @@ Choices made where the paper leaves room (the proofs are in `seeding.py`):
   operator consumes its whole input before it emits, so its input side and its output
   side never run together: it stays in the pipelined region of its inputs, where it
   processes tuples of live transactions, and every record it emits starts a fresh
-  transaction in the region of its children. The MCS never contains a cut edge. (A
-  blocking operator that sends each emitted record to several children should be
-  modelled with an explicit replicate operator after it, so that fan-out is planned.)
+  transaction in the region of its children. The MCS never contains a cut edge. A
+  blocking operator that sends each emitted record to several children is planned as
+  pipelined instead (`graph.resolve_fan_outs`): the fresh transaction needs a head above
+  its copies.
+- *Fan-outs* (Def. 5.2): an operator whose output goes to several consumers, or over a
+  broadcast edge, is one-to-many whatever its kind says (`graph.resolve_fan_outs`).
 
 Everything a plan lists is in topological order of the dataflow (component edges by
 source, then target), so equal inputs give equal plans whatever the order of the targets.
@@ -45,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .graph import Dataflow, GraphError
+from .graph import Dataflow, GraphError, resolve_fan_outs
 from .seeding import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,
@@ -117,8 +120,13 @@ def minimal_covering_subdag(
 def plan_mcs(dataflow: Dataflow, targets: Iterable[str], *, pruning: bool = True) -> McsPlan:
     """Fries Alg. 4 (Alg. 3 when `pruning` is False) with the §7.1 split at blocking operators.
 
+    Every operator's cardinality is first resolved from the graph (Def. 5.2,
+    `graph.resolve_fan_outs`): a fan-out or a broadcast edge makes an operator one-to-many.
+    A worker graph (`parallel.parallelize`) comes resolved: a worker's hash edges to
+    several workers send each tuple to one of them.
     Raises `GraphError("targets[i]", ...)` for a target the dataflow does not have.
     """
+    dataflow = resolve_fan_outs(dataflow)
     graph = index_dataflow(dataflow, cut_blocking=True)
     wanted = _positions(graph, targets, "targets")
     selection = select_seeds(graph, wanted, pruning=pruning)

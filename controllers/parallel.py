@@ -3,7 +3,10 @@ synchronises.
 
 Each operator with parallelism k becomes workers `op#0 … op#k-1` that keep its cardinality
 and flags (a worker of a one-to-many join is one-to-many, as the paper says for hash and
-range partitioning). A forward edge joins worker i to worker i; a hash edge joins every
+range partitioning), resolved first for the logical fan-outs (Def. 5.2,
+`graph.resolve_fan_outs`): a worker of an operator with two consumers sends each tuple to
+both, though its hash edges to one consumer's workers send it to one of them, so the worker
+graph is planned with the logical cardinality, not re-resolved from its own out-degree. A forward edge joins worker i to worker i; a hash edge joins every
 upstream worker to every downstream worker. A broadcasting worker sends each tuple to all
 downstream workers, which the paper plans "as if a Replicate operator followed it": each
 (worker, broadcast edge) pair gets an implicit replicate node `op#i>target`, one-to-many
@@ -36,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from .graph import Cardinality, Dataflow, Edge, GraphError, Operator, Partitioning
+from .graph import Cardinality, Dataflow, Edge, GraphError, Operator, Partitioning, resolve_fan_outs
 from .mcs import plan_mcs
 
 __all__ = [
@@ -71,8 +74,13 @@ def replicate_name(operator: str, index: int, receiver: str) -> str:
 
 
 def parallelize(dataflow: Dataflow) -> Dataflow:
-    """The worker dataflow of §7.2 (see the module doc for names and replicate nodes)."""
+    """The worker dataflow of §7.2 (see the module doc for names and replicate nodes).
+
+    Its operators carry their logical operator's resolved cardinality, so it is marked
+    `fan_outs_resolved`: `plan_mcs` must not read a worker's hash edges as a fan-out.
+    """
     _check_forward_parallelism(dataflow)
+    dataflow = resolve_fan_outs(dataflow, broadcast=False)  # broadcasts: replicate nodes
     operators = [
         replace(op, name=worker_name(op.name, i), parallelism=1)
         for op in dataflow.operators
@@ -96,7 +104,7 @@ def parallelize(dataflow: Dataflow) -> Dataflow:
                     Edge(fan_out, worker_name(edge.target, j), Partitioning.BROADCAST)
                     for j in range(down)
                 )
-    return Dataflow((*operators, *replicates.values()), tuple(edges))
+    return Dataflow((*operators, *replicates.values()), tuple(edges), fan_outs_resolved=True)
 
 
 def worker_targets(dataflow: Dataflow, targets: Iterable[str]) -> tuple[str, ...]:

@@ -22,6 +22,11 @@ def unique(name: str) -> Operator:
     return Operator(name, unique_per_record=True)
 
 
+def split(name: str) -> Operator:
+    """The paper's Split (Figs. 6 and 8): one-to-one, each tuple down *one* out-edge."""
+    return Operator(name, routes=True)
+
+
 def blocking(name: str) -> Operator:
     return Operator(name, blocking=True)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from swivel.controllers.graph import Dataflow, GraphError
+from swivel.controllers.graph import Dataflow, Edge, GraphError, Operator, Partitioning
 from swivel.controllers.mcs import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,
@@ -26,6 +26,7 @@ from tests.unit.controllers.mcs_building import (
     components,
     one_to_many,
     replicate,
+    split,
     unique,
 )
 
@@ -63,7 +64,7 @@ def test_fig6_one_to_one_split_gives_two_components() -> None:
     """Fig. 6 / Example 5.3: a one-to-one X sends each tuple to A or to B, never both, so
     the naive per-operator switch is already serializable: two single-operator components."""
     dataflow = Dataflow.of(
-        ["source", "X", "A", "B", "sink"],
+        ["source", split("X"), "A", "B", "sink"],
         [("source", "X"), ("X", "A"), ("X", "B"), ("A", "sink"), ("B", "sink")],
     )
     plan = plan_mcs(dataflow, ["A", "B"])
@@ -72,8 +73,22 @@ def test_fig6_one_to_one_split_gives_two_components() -> None:
     assert plan.edges == frozenset()
 
 
+def test_fig6_with_a_fan_out_instead_of_a_split_is_one_component() -> None:
+    """Def. 5.2: the same shape where X's output goes to both A and B (a fan-out copies,
+    as in Swivel's runtime) gives one record two tuples, one for A and one for B, so X is
+    one-to-many and heads both."""
+    dataflow = Dataflow.of(
+        ["source", "X", "A", "B", "sink"],
+        [("source", "X"), ("X", "A"), ("X", "B"), ("A", "sink"), ("B", "sink")],
+    )
+    plan = plan_mcs(dataflow, ["A", "B"])
+    assert components(plan) == [{"X", "A", "B"}]
+    assert plan.components[0].heads == ("X",)
+    assert set(plan.seeds) == {"X", "A", "B"}
+
+
 FIG5 = Dataflow.of(
-    ["source", "X", "A", "B", "R", "W", "Y", "sink"],
+    [split("source"), split("X"), "A", "B", "R", "W", "Y", "sink"],
     [
         *chain("source", "X", "A", "R", "sink"),
         *chain("X", "B", "R"),
@@ -110,7 +125,7 @@ def test_fig8_one_to_many_join_becomes_the_head() -> None:
     """Fig. 8: Join (with Merchants, one-to-many) -> Split -> FD_a | FD_b -> Union. Updating
     FD_a alone must start from the Join, the earliest one-to-many ancestor (§6.2)."""
     dataflow = Dataflow.of(
-        ["source", one_to_many("join"), "split", "fd_a", "fd_b", "union", "sink"],
+        ["source", one_to_many("join"), split("split"), "fd_a", "fd_b", "union", "sink"],
         [
             *chain("source", "join", "split", "fd_a", "union", "sink"),
             *chain("split", "fd_b", "union"),
@@ -132,7 +147,7 @@ def test_fig8_one_to_many_join_becomes_the_head() -> None:
 def test_a_target_may_have_several_earliest_one_to_many_ancestors() -> None:
     """§6.2: with one-to-many operators on two parallel branches, both are earliest."""
     dataflow = Dataflow.of(
-        ["source", "split", one_to_many("j1"), one_to_many("j2"), "union", "R"],
+        ["source", split("split"), one_to_many("j1"), one_to_many("j2"), "union", "R"],
         [*chain("source", "split", "j1", "union", "R"), *chain("split", "j2", "union")],
     )
     plan = plan_mcs(dataflow, ["R"])
@@ -429,3 +444,83 @@ def test_plans_are_hashable_values_independent_of_target_order() -> None:
     assert first == second and hash(first) == hash(second)
     assert set(first.targets) == {"X", "R", "Y"}
     assert list(first.targets) == sorted(first.targets, key=FIG5.topological_order.index)
+
+
+# --- Def. 5.2: fan-outs and broadcast edges ----------------------------------------------
+
+ISSUE_10 = Dataflow.of(
+    ["payments", "parse", "s1", "s2", "u", "det", "out"],
+    [*chain("payments", "parse", "s1", "u", "det", "out"), *chain("parse", "s2", "u")],
+)
+"""Issue 10's example: parse's output goes to both s1 and s2, which meet again at u."""
+
+
+def test_a_fan_out_is_one_to_many_and_heads_its_branches() -> None:
+    """parse emits one tuple per branch, so one payment reaches det twice: the switch must
+    start above the copies, at parse, not at s1 and s2 (which could switch between them)."""
+    for pruning in (True, False):
+        plan = plan_mcs(ISSUE_10, ["s1", "s2", "det"], pruning=pruning)
+        assert plan.components == (
+            Component(
+                operators=("parse", "s1", "s2", "u", "det"),
+                heads=("parse",),
+                edges=(("parse", "s1"), ("parse", "s2"), ("s1", "u"), ("s2", "u"), ("u", "det")),
+                targets=("s1", "s2", "det"),
+            ),
+        )
+        assert set(plan.seeds) == {"parse", "s1", "s2", "det"}
+        assert plan.pruned == {}
+
+
+def test_a_fan_out_with_one_branch_towards_the_targets_is_pruned_edge_wise() -> None:
+    """Only parse -> s1 leads to the target: s1 sees one copy per payment (§6.3 rule 1)."""
+    plan = plan_mcs(ISSUE_10, ["s1"])
+    assert components(plan) == [{"s1"}]
+    assert plan.pruned == {"parse": EDGE_WISE_ONE_TO_ONE}
+    assert components(plan_mcs(ISSUE_10, ["s1"], pruning=False)) == [{"parse", "s1"}]
+    # det is reached over both branches: no edge-wise pruning there.
+    assert plan_mcs(ISSUE_10, ["det"]).components[0].heads == ("parse",)
+
+
+def test_a_fan_out_of_a_flatten_stays_plain_one_to_many() -> None:
+    """A flatten emits several tuples per edge, so even one target edge needs the head."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("flatten"), "R", "log"],
+        [*chain("source", "flatten", "R"), ("flatten", "log")],
+    )
+    plan = plan_mcs(dataflow, ["R"])
+    assert plan.pruned == {} and components(plan) == [{"flatten", "R"}]
+
+
+def test_a_broadcast_edge_into_several_workers_is_not_one_tuple_per_edge() -> None:
+    """§7.2: a broadcast copies each tuple to every worker of the consumer. Into one worker
+    that is one copy and the edge-wise rule prunes; into two, R's workers get two copies
+    of one record, so the sender heads R's component."""
+    for workers, expected in ((1, [{"R"}]), (2, [{"A", "R"}])):
+        dataflow = Dataflow(
+            (Operator("source"), Operator("A"), Operator("R", parallelism=workers)),
+            (Edge("source", "A"), Edge("A", "R", Partitioning.BROADCAST)),
+        )
+        assert components(plan_mcs(dataflow, ["R"])) == expected
+
+
+def test_a_uniqueness_operator_that_fans_out_does_not_shield_its_own_copies() -> None:
+    """A self-join emits one tuple per record, but a fan-out copies it down each out-edge:
+    X and R get one copy each, so SJ heads them."""
+    dataflow = Dataflow.of(
+        ["source", unique("SJ"), "X", "R"], [*chain("source", "SJ", "X"), ("SJ", "R")]
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert components(plan) == [{"SJ", "X", "R"}] and plan.pruned == {}
+
+
+def test_a_blocking_operator_that_fans_out_is_planned_as_pipelined() -> None:
+    """Each record the aggregate emits is copied to X and R: the fresh transaction needs a
+    head above the copies, so the aggregate's out-edges are not cut."""
+    dataflow = Dataflow.of(
+        ["source", blocking("aggregate"), "X", "R"],
+        [*chain("source", "aggregate", "X"), ("aggregate", "R")],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert components(plan) == [{"aggregate", "X", "R"}]
+    assert plan.components[0].heads == ("aggregate",)

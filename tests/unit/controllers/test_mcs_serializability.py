@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swivel.controllers.graph import Dataflow, Operator
+from swivel.controllers.graph import Dataflow, Edge, Operator, Partitioning, resolve_fan_outs
 from swivel.controllers.mcs import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,
@@ -30,6 +30,7 @@ from tests.unit.controllers.mcs_building import (
     components,
     one_to_many,
     replicate,
+    split,
     unique,
 )
 
@@ -67,7 +68,7 @@ def test_uniqueness_must_hold_for_every_target_downstream() -> None:
 
 def test_a_shared_uniqueness_operator_prunes_for_several_targets() -> None:
     dataflow = Dataflow.of(
-        ["source", one_to_many("M"), "a", "b", unique("SJ"), "split", "X", "R"],
+        ["source", one_to_many("M"), "a", "b", unique("SJ"), split("split"), "X", "R"],
         [
             *chain("source", "M", "a", "SJ", "split", "X"),
             *chain("M", "b", "SJ"),
@@ -91,6 +92,13 @@ def test_a_uniqueness_operator_that_is_a_target_does_not_shield_itself() -> None
 
 
 # --- brute-force oracle ------------------------------------------------------------------
+#
+# The oracle reads what each operator does with one input tuple, independently of the
+# planner's `resolve_fan_outs`: a fan-out copies each output tuple down every out-edge
+# (a Split sends it down one), a broadcast edge into a consumer with several workers
+# carries a copy per worker, a flatten may put several tuples on one edge, a uniqueness
+# operator emits for at most one tuple of a record, and a blocking operator ends the
+# transactions it consumes while each record it emits starts a fresh one.
 
 
 def pipelined_children(dataflow: Dataflow) -> dict[str, list[str]]:
@@ -100,6 +108,11 @@ def pipelined_children(dataflow: Dataflow) -> dict[str, list[str]]:
         if not dataflow.by_name[edge.source].blocking:
             children[edge.source].append(edge.target)
     return children
+
+
+def planner_children(dataflow: Dataflow) -> dict[str, list[str]]:
+    """The graph `plan_mcs` covers: §7.1's cut after the fan-outs are resolved."""
+    return pipelined_children(resolve_fan_outs(dataflow))
 
 
 def paths(children: dict[str, list[str]], start: str, end: str) -> list[tuple[str, ...]]:
@@ -131,18 +144,45 @@ def covering_by_enumeration(
     return vertices, edges
 
 
+def first_hops_may_differ(dataflow: Dataflow, splitter: str) -> bool:
+    """Can one input tuple of `splitter` put tuples on two different out-edges?"""
+    op = dataflow.by_name[splitter]
+    return not op.routes or (op.one_to_many and not op.blocking and not op.unique_per_record)
+
+
+def several_on_edge(dataflow: Dataflow, edge: Edge) -> bool:
+    """Can one input tuple of the edge's source put two tuples on this one edge?"""
+    op = dataflow.by_name[edge.source]
+    if (
+        edge.partitioning is Partitioning.BROADCAST
+        and dataflow.by_name[edge.target].parallelism > 1
+    ):
+        return True  # a copy for each worker of the consumer
+    return (
+        op.one_to_many and not op.at_most_one_per_edge and not op.blocking
+    ) and not op.unique_per_record
+
+
 def branch_pairs(
     dataflow: Dataflow, children: dict[str, list[str]], splitter: str, ends: Iterable[str]
 ) -> Iterable[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Pairs of branches one input tuple of `splitter` can start, each ending at one of
-    `ends`: distinct first hops if it emits one tuple per edge, and no uniqueness operator
-    emitting on both (it emits once per record)."""
-    op = dataflow.by_name[splitter]
-    if not op.one_to_many or op.unique_per_record:
-        return
-    branches = [p for end in ends if end != splitter for p in paths(children, splitter, end)]
-    for first, second in itertools.product(branches, repeat=2):
-        if op.at_most_one_per_edge and first[1] == second[1]:
+    """Pairs of branches one input tuple of `splitter` (or, for a blocking operator, one
+    record it emits) can start, each ending at one of `ends`: they leave by two out-edges
+    the splitter may both emit on, or twice by one edge that can carry two tuples, and no
+    uniqueness operator emits on both (it emits once per record). The first hop is over
+    any out-edge, the rest over `children` (a transaction ends at a blocking operator)."""
+    edges = dataflow.out_edges[splitter]
+    branches = [
+        (edge, (splitter, *p))
+        for edge in edges
+        for end in ends
+        if end != splitter
+        for p in paths(children, edge.target, end)
+    ]
+    for (e1, first), (e2, second) in itertools.product(branches, repeat=2):
+        if e1 == e2 and not several_on_edge(dataflow, e1):
+            continue
+        if e1 != e2 and not first_hops_may_differ(dataflow, splitter):
             continue
         emitting = [
             {v for v in b[1:-1] if dataflow.by_name[v].unique_per_record} for b in (first, second)
@@ -152,8 +192,8 @@ def branch_pairs(
 
 
 def unsafe_splitters(dataflow: Dataflow, targets: set[str], mcs: Iterable[str]) -> set[str]:
-    """One-to-many operators outside the MCS that can send one record to two target
-    operations: each such split can give one transaction two versions."""
+    """Operators outside the MCS that can send one record to two target operations: each
+    such split can give one transaction two versions."""
     inside = set(mcs)
     children = pipelined_children(dataflow)
     return {
@@ -187,21 +227,28 @@ KINDS = {
     "unique flatten": one_to_many("_", unique_per_record=True),
     "aggregate": blocking("_"),
     "blocking flatten": one_to_many("_", blocking=True),
+    "split": split("_"),
 }
 KIND_WEIGHTS = ["map"] * 3 + ["replicate"] * 2 + ["flatten"] * 2 + ["self-join"] * 2 + list(KINDS)
 
 
 @st.composite
 def dataflows(draw: st.DrawFn, max_operators: int = 9) -> Dataflow:
-    """Random DAGs (in-degree <= 3) with random kinds of operator, listed in a random order
-    so that the topological order is not the listing order."""
+    """Random DAGs (in-degree <= 3, so fan-outs and merges) with random kinds of operator
+    and one or two workers, some edges broadcast, listed in a random order so that the
+    topological order is not the listing order."""
     count = draw(st.integers(1, max_operators))
     operators = [
-        dataclasses.replace(KINDS[draw(st.sampled_from(KIND_WEIGHTS))], name=f"op{index}")
+        dataclasses.replace(
+            KINDS[draw(st.sampled_from(KIND_WEIGHTS))],
+            name=f"op{index}",
+            parallelism=draw(st.sampled_from([1, 1, 2])),
+        )
         for index in range(count)
     ]
+    partitionings = [Partitioning.FORWARD] * 4 + [Partitioning.BROADCAST]
     edges = [
-        (f"op{parent}", f"op{index}")
+        Edge(f"op{parent}", f"op{index}", draw(st.sampled_from(partitionings)))
         for index in range(1, count)
         for parent in sorted(draw(st.sets(st.integers(0, index - 1), max_size=3)))
     ]
@@ -239,7 +286,7 @@ def test_plan_is_the_covering_subdag_of_its_seeds(case: tuple[Dataflow, list[str
     dataflow, targets = case
     for pruning in (True, False):
         plan = plan_mcs(dataflow, targets, pruning=pruning)
-        vertices, edges = covering_by_enumeration(pipelined_children(dataflow), plan.seeds)
+        vertices, edges = covering_by_enumeration(planner_children(dataflow), plan.seeds)
         assert (plan.operators, plan.edges) == (vertices, edges)
         assert set(plan.targets) == set(targets) <= set(plan.seeds)
 
@@ -290,12 +337,13 @@ def test_plans_are_conflict_serializable(case: tuple[Dataflow, list[str]]) -> No
 @given(planning_cases())
 def test_seeds_follow_alg3_and_pruning_only_shrinks(case: tuple[Dataflow, list[str]]) -> None:
     dataflow, targets = case
-    children = pipelined_children(dataflow)
+    children = planner_children(dataflow)
+    resolved = resolve_fan_outs(dataflow)
     ancestors = {op.name: set[str]() for op in dataflow.operators}
     for name in ancestors:
         for descendant in reach(children, name) - {name}:
             ancestors[descendant].add(name)
-    many = {op.name for op in dataflow.operators if op.one_to_many}
+    many = {op.name for op in resolved.operators if op.one_to_many}
     earliest = {a for t in targets for a in ancestors[t] & many if not ancestors[a] & many}
     unpruned = plan_mcs(dataflow, targets, pruning=False)
     assert set(unpruned.seeds) == set(targets) | earliest
