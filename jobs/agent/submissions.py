@@ -2,8 +2,9 @@
 
 Three outcomes for bad input, all before anything touches the running job: 400 when the
 body is not a well-formed Reconfiguration (`{"errors": [{"field", "reason"}]}`), 422 when it
-is well formed but names something the job does not have, and 409 (decided by the hub) when
-another plan is in flight. Planning is `swivel.controllers.planning`, injected so tests can
+is well formed but names something the job does not have or plans a switch Spark cannot
+carry out consistently (`runtime_refusals`, after planning), and 409 (decided by the hub)
+when another plan is in flight. Planning is `swivel.controllers.planning`, injected so tests can
 substitute a small planner.
 """
 
@@ -18,8 +19,10 @@ from pydantic import ValidationError
 from swivel.api.errors import FieldProblem, SpecError, problems_from
 from swivel.api.reconfiguration import ReconfigurationSpec, validate_against_job
 from swivel.api.streamjob import StreamJobSpec
+from swivel.controllers.planning import codeless_operators, refusals
 from swivel.jobs.agent.wire import BodyRejected, SubmissionBody
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
+from swivel.jobs.planning import evaluated_per_branch, plan_for_runtime
 
 Planner = Callable[[StreamJobSpec, ReconfigurationSpec], Mapping[str, Any]]
 SCHEDULER_OVERRIDES = ("naive",)  # benchmark only: no MCS, every target on its own
@@ -56,9 +59,7 @@ class Submission:
 
 
 def default_planner(job: StreamJobSpec, spec: ReconfigurationSpec) -> Mapping[str, Any]:
-    from swivel.controllers.planning import plan_reconfiguration
-
-    return plan_reconfiguration(job, spec).to_dict()
+    return plan_for_runtime(job, spec).to_dict()
 
 
 def parse_submission(
@@ -103,7 +104,7 @@ def parse_submission(
             )
         )
     scheduler = override or spec.scheduler.value
-    unprocessable += _switches_above_a_split(spec, job, scheduler)
+    unprocessable += refused_functions(spec)
     if unprocessable:
         raise PlanRejected(422, unprocessable)
     return Submission(name, spec, scheduler, requested_at, key)
@@ -117,70 +118,36 @@ def body_fields(body: Any) -> SubmissionBody | list[FieldProblem]:
         return [p for p in error.problems if not p.field.startswith("spec")]
 
 
-def _switches_above_a_split(
-    spec: ReconfigurationSpec, job: StreamJobSpec, scheduler: str
-) -> list[FieldProblem]:
-    """Refuse a switch inside a micro-batch of an operator Spark evaluates once per branch.
+def refused_functions(spec: ReconfigurationSpec) -> list[FieldProblem]:
+    """Function references outside the installation's allow-list (`swivel.api.functions`),
+    refused before anything is published. The agent runs in the job's image, so a module
+    that is not installed here is refused too (the workers could not import it either)."""
+    from swivel.api.functions import spec_problems
 
-    Above a split (`swivel.jobs.runtime.shapes`: a fan-out whose branches meet only after
-    a keyed operator, or end in different sinks) Spark runs the operator once per branch;
-    a switch between those runs would give one record both versions, which no tag can
-    repair. A boundary switch (epoch, restart) is consistent there.
-    """
-    if scheduler not in ("fries", "naive"):
-        return []
-    replicated = _replicated(job)
-    return [
-        FieldProblem(
-            f"spec.functionUpdates[{index}].operator",
-            f"{update.operator!r} runs once per branch of a split in this dataflow "
-            "(docs/runtime.md, Splits), so a switch within a micro-batch could give one "
-            f"record both versions; use scheduler: epoch (or restart), not {scheduler}",
-        )
-        for index, update in enumerate(spec.function_updates)
-        if update.operator in replicated
+    return spec_problems(spec, missing_ok=False)
+
+
+def runtime_refusals(
+    plan: Mapping[str, Any], job: StreamJobSpec, submission: Submission
+) -> list[FieldProblem]:
+    """What Spark cannot carry out consistently in `plan` under the submission's scheduler
+    (`swivel.controllers.planning.refusals`, the function `swivel plan` and the operator's
+    plan use too): a Fries head or a naive target that Spark evaluates once per branch of
+    a split, or a head that runs no code. Known only after planning; the hub answers 422
+    before anything is published."""
+    components = [
+        (tuple(c.get("heads", ())), tuple(c.get("targets", ()))) for c in plan.get("components", ())
     ]
-
-
-def heads_above_a_split(
-    plan: Mapping[str, Any], job: StreamJobSpec, scheduler: str
-) -> list[FieldProblem]:
-    """Refuse a Fries plan one of whose heads Spark evaluates once per branch of a split.
-
-    A head need not be a target: the planner makes the earliest one-to-many ancestor of the
-    targets a head (`swivel.controllers.mcs`), and that head stamps each record's tag. Run
-    once per branch, in different tasks, it may stamp one record old in one branch and new
-    in the other, and the record reaches the targets under both versions. Known only after
-    planning; the targets themselves were refused before (`parse_submission`).
-    """
-    if scheduler != "fries":
-        return []  # naive has no heads; its targets were checked before planning
-    replicated = _replicated(job)
-    problems = []
-    for component in plan.get("components", ()):
-        targets = sorted(component.get("targets", ()))
-        for head in component.get("heads", ()):
-            if head in replicated:
-                problems.append(
-                    FieldProblem(
-                        "spec.scheduler",
-                        f"fries would switch at {head!r}, the head of the component of "
-                        f"{targets}, and {head!r} runs once per branch of a split in this "
-                        "dataflow (docs/runtime.md, Splits), so one record could reach them "
-                        "under both versions; use scheduler: epoch (or restart)",
-                    )
-                )
-    return problems
-
-
-def _replicated(job: StreamJobSpec) -> frozenset[str]:
-    """The operators Spark evaluates once per branch (`swivel.jobs.runtime.shapes`)."""
-    from swivel.jobs.runtime.shapes import CompileError, plan_shape
-
-    try:
-        return frozenset(plan_shape(job).replicated)
-    except CompileError:
-        return frozenset()  # the driver refuses the job itself, with its own field
+    return [
+        FieldProblem(refusal.field, refusal.reason)
+        for refusal in refusals(
+            submission.scheduler,
+            submission.spec.targets,
+            components,
+            per_branch=evaluated_per_branch(job),
+            codeless=codeless_operators(job),
+        )
+    ]
 
 
 def initial_operators(job: StreamJobSpec) -> dict[str, OperatorConfig]:

@@ -16,6 +16,7 @@ the compiled query knows each operator's output schema without running it.
 from __future__ import annotations
 
 import importlib
+import inspect
 import types
 from collections.abc import Callable
 from functools import lru_cache
@@ -90,8 +91,9 @@ def _import(ref: str, field: str) -> Callable[..., Any]:
     module_name, parts = split_reference(ref, field)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise FunctionRefused(field, f"cannot import module {module_name!r}: {error}") from None
+    except Exception as error:  # ImportError, or the module's own code failing at import
+        reason = f"{type(error).__name__}: {error}"[:300]
+        raise FunctionRefused(field, f"cannot import module {module_name!r}: {reason}") from None
     if not isinstance(module, types.ModuleType) or module.__name__ != module_name:
         raise FunctionRefused(field, f"{module_name!r} is not the module it names")
     namespace = vars(module)
@@ -116,6 +118,8 @@ def _import(ref: str, field: str) -> Callable[..., Any]:
         isinstance(function, types.FunctionType)
         and function.__module__ == module_name
         and function.__globals__ is vars(module)
+        and not inspect.iscoroutinefunction(function)  # the workers call synchronously
+        and not inspect.isasyncgenfunction(function)
     ):
         raise FunctionRefused(field, f"{ref!r} is not a function defined in module {module_name!r}")
     if isinstance(holder, classmethod):

@@ -159,7 +159,10 @@ def check_reference(
     image, checks with `missing_ok=False`, and the workers check again by importing.
     """
     allow = allow if allow is not None else AllowList()
-    module, parts = split_reference(ref, field)
+    try:
+        module, parts = split_reference(ref, field)
+    except FunctionRefused as refused:
+        raise FunctionRefused(field, f"{refused.reason}; {allow.describe()}") from None
     if allow.entry_point(ref) is not None:
         return
     if not allow.allows_module(module):
