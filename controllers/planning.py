@@ -4,13 +4,19 @@ operator all call, so `swivel plan` shows exactly what would be carried out.
 A plan is data. Function updates become Fries MCS components (who switches on the control
 message, who follows tags); rescales and bin moves become a Chi meta-topology and a
 Megaphone step list. Nothing here imports the referenced functions or touches a cluster.
+
+A plan also says what the runtime cannot carry out consistently (`refusals`, the one
+function that decides it for the CLI, the agent and the operator) and which scheduler is
+the least disruptive consistent one. Only the runtime knows which operators Spark
+evaluates once per branch of a split; planning must not import it, so the caller passes
+those names in (`swivel.jobs.planning` does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from swivel.api.base import Disruption
 from swivel.api.reconfiguration import ReconfigurationSpec, Scheduler
@@ -63,6 +69,113 @@ def _spark_id_order(executor: str) -> tuple[int, str]:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why the runtime cannot carry a plan out consistently, on the field to change."""
+
+    field: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"field": self.field, "reason": self.reason}
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason}"
+
+
+# Switching at a micro-batch boundary: every task of a batch runs under one configuration,
+# so an operator Spark runs once per branch runs both times under the same version.
+BOUNDARY_SCHEDULERS: Final = ("epoch", "restart")
+_USE_EPOCH: Final = "use scheduler: epoch (or restart)"
+
+
+def refusals(
+    scheduler: str,
+    updates: Sequence[str],
+    components: Iterable[tuple[Sequence[str], Sequence[str]]],
+    *,
+    per_branch: Collection[str],
+    codeless: Collection[str],
+) -> list[Refusal]:
+    """What Spark cannot carry out consistently when `scheduler` switches `updates` (the
+    operators of `spec.functionUpdates`, in order) with Fries `components` ((heads,
+    targets) each). `per_branch`: operators Spark evaluates once per branch of a split
+    (`swivel.jobs.runtime.shapes`); `codeless`: operators that run no Python code.
+
+    - fries: a head stamps each record's version tag. Run once per branch, in different
+      tasks, it may stamp one record old in one branch and new in the other; a head that
+      runs no code (the source, a union without a function) stamps nothing. Every target
+      lies below a head of its component, and an operator's ancestors run once per branch
+      when it does, so checking the heads covers the targets.
+    - naive (benchmark only): each target switches on its own, so a target run once per
+      branch may switch between its runs.
+    - epoch, restart: nothing (a boundary switch; see BOUNDARY_SCHEDULERS).
+    """
+    if scheduler in BOUNDARY_SCHEDULERS:
+        return []
+    index = {name: i for i, name in reversed(list(enumerate(updates)))}
+    found: list[Refusal] = []
+    if scheduler != "fries":
+        for i, name in enumerate(updates):
+            if name in per_branch:
+                found.append(
+                    Refusal(f"spec.functionUpdates[{i}].operator", _per_branch(name, scheduler))
+                )
+        return found
+    for heads, targets in components:
+        for head in heads:
+            if head in per_branch:
+                field = (
+                    f"spec.functionUpdates[{index[head]}].operator"
+                    if head in index
+                    else "spec.scheduler"
+                )
+                reason = (
+                    _per_branch(head, scheduler)
+                    if head in index
+                    else (
+                        f"fries would switch at {head!r}, the head of the component of "
+                        f"{sorted(targets)}, and {head!r} runs once per branch of a split in this "
+                        "dataflow (docs/runtime.md, Splits), so one record could reach them "
+                        f"under both versions; {_USE_EPOCH}"
+                    )
+                )
+                found.append(Refusal(field, reason))
+            elif head in codeless:
+                found.append(
+                    Refusal(
+                        "spec.scheduler",
+                        f"fries would switch at {head!r}, the head of the component of "
+                        f"{sorted(targets)}, and {head!r} runs no function of its own, so "
+                        "nothing would stamp the version each record is to be processed "
+                        f"under (docs/planning.md); {_USE_EPOCH}",
+                    )
+                )
+    return list(dict.fromkeys(found))
+
+
+def _per_branch(name: str, scheduler: str) -> str:
+    return (
+        f"{name!r} runs once per branch of a split in this dataflow (docs/runtime.md, "
+        "Splits), so a switch within a micro-batch could give one record both versions; "
+        f"use scheduler: epoch (or restart), not {scheduler}"
+    )
+
+
+def suggested_scheduler(fries_refusals: Sequence[Refusal]) -> Scheduler:
+    """The least disruptive consistent scheduler: fries when it is refused nothing, else
+    epoch, which Spark always carries out consistently (every task of a micro-batch runs
+    under one configuration). Restart is never needed for consistency: it switches at a
+    boundary too, and costs a restart of the query."""
+    return Scheduler.EPOCH if fries_refusals else Scheduler.FRIES
+
+
+def codeless_operators(job: StreamJobSpec) -> frozenset[str]:
+    """Operators that run no Python code (the source, sinks, a union without a function):
+    Swivel's runtime stamps a record's version tag in an operator's function wrapper."""
+    return frozenset(op.name for op in job.dataflow.operators if op.function is None)
+
+
+@dataclass(frozen=True)
 class ReconfigurationPlan:
     scheduler: Scheduler
     disruption: Disruption
@@ -71,12 +184,16 @@ class ReconfigurationPlan:
     migration: MigrationPlan | None
     meta_topology: MetaTopology | None
     pruning: bool
+    refused: tuple[Refusal, ...] = ()
+    suggested_scheduler: Scheduler = Scheduler.FRIES
 
     def to_dict(self) -> dict[str, Any]:
         mcs = self.mcs
         return {
             "kind": self.disruption.label,
             "scheduler": self.scheduler.value,
+            "refused": [r.to_dict() for r in self.refused],
+            "suggestedScheduler": self.suggested_scheduler.value,
             "pruning": self.pruning,
             "targets": list(mcs.targets) if mcs else [],
             "seeds": list(mcs.seeds) if mcs else [],
@@ -102,13 +219,24 @@ def plan_reconfiguration(
     *,
     current_assignment: Mapping[int, str] | None = None,
     pruning: bool = True,
+    per_branch: Collection[str] = (),
 ) -> ReconfigurationPlan:
-    """Plan `reconfiguration` of `job`. Validate with `validate_against_job` first."""
+    """Plan `reconfiguration` of `job`. Validate with `validate_against_job` first.
+
+    `per_branch`: the operators the runtime evaluates once per branch of a split (see the
+    module doc); without them nothing is refused for that reason.
+    """
     dataflow = job.dataflow.to_planner()
     targets = reconfiguration.targets
     mcs = plan_mcs(dataflow, targets, pruning=pruning) if targets else None
     channels = count_channels(dataflow, targets, pruning=pruning)
     migration, meta = _plan_placement(job, reconfiguration, current_assignment)
+    components = [(c.heads, c.targets) for c in (mcs.components if mcs else ())]
+    facts = {"per_branch": frozenset(per_branch), "codeless": codeless_operators(job)}
+    refused = refusals(reconfiguration.scheduler.value, targets, components, **facts)
+    suggested = reconfiguration.scheduler
+    if targets:
+        suggested = suggested_scheduler(refusals("fries", targets, components, **facts))
     return ReconfigurationPlan(
         scheduler=reconfiguration.scheduler,
         disruption=_disruption(reconfiguration, migration),
@@ -117,6 +245,8 @@ def plan_reconfiguration(
         migration=migration,
         meta_topology=meta,
         pruning=pruning,
+        refused=tuple(refused),
+        suggested_scheduler=suggested,
     )
 
 

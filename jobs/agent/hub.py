@@ -33,9 +33,9 @@ from swivel.jobs.agent.submissions import (
     PlanRejected,
     build_transition,
     default_planner,
-    heads_above_a_split,
     initial_operators,
     parse_submission,
+    runtime_refusals,
     updated_operators,
 )
 from swivel.jobs.agent.wire import BodyRejected, CoordinationReport, MigrationReport, ProgressReport
@@ -250,7 +250,7 @@ class Hub:
                 return earlier, False
             self._refuse_while_busy()
             plan = self._planner(self.job, submission.spec)
-            refused = heads_above_a_split(plan, self.job, submission.scheduler)
+            refused = runtime_refusals(plan, self.job, submission)
             if refused:
                 raise PlanRejected(422, refused)
         except PlanRejected:
