@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from swivel.api.base import Disruption
+from swivel.api.dataflow import OperatorKind
 from swivel.api.reconfiguration import ReconfigurationSpec, Scheduler
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.assignments import apply_moves, bins_per_executor, rebalance_for_executors
@@ -169,10 +170,20 @@ def suggested_scheduler(fries_refusals: Sequence[Refusal]) -> Scheduler:
     return Scheduler.EPOCH if fries_refusals else Scheduler.FRIES
 
 
+# The kinds the runtime runs without a function; any other kind needs one to compile at all.
+_CODELESS_KINDS: Final = frozenset({OperatorKind.SOURCE, OperatorKind.SINK, OperatorKind.UNION})
+
+
 def codeless_operators(job: StreamJobSpec) -> frozenset[str]:
     """Operators that run no Python code (the source, sinks, a union without a function):
-    Swivel's runtime stamps a record's version tag in an operator's function wrapper."""
-    return frozenset(op.name for op in job.dataflow.operators if op.function is None)
+    Swivel's runtime stamps a record's version tag in an operator's function wrapper.
+    Another kind without a function is refused by the runtime when the job is compiled,
+    naming its own field, so it is not refused here a second time."""
+    return frozenset(
+        op.name
+        for op in job.dataflow.operators
+        if op.function is None and op.kind in _CODELESS_KINDS
+    )
 
 
 @dataclass(frozen=True)

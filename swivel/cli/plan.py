@@ -1,26 +1,35 @@
 """`swivel plan RECONF.yaml --job JOB.yaml`: a dry run showing what would be carried out.
 
-It validates both manifests and the reconfiguration against the job, then prints the MCS
-components (heads switch on the control message, the rest follow tags), the data channels
-that synchronise, and for rescales and moves the meta-topology and migration steps. It never
-imports the functions a manifest names.
+It validates both manifests and the reconfiguration against the job, then prints the Fries
+MCS (components: heads switch on the control message, the rest follow tags; one-to-many
+ancestors pruned and by which rule), the data channels that synchronise, the scheduler
+that is the least disruptive consistent one, and for rescales and moves the meta-topology
+and migration steps. It never imports the functions a manifest names.
+
+A plan Spark cannot carry out consistently under the requested scheduler (`refused`,
+decided by `swivel.controllers.planning.refusals`, as the agent and the operator do) is
+printed all the same, followed by one `field: reason` line each on stderr and the
+suggested scheduler; the exit status is then 2, in both output formats.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.text import Text
 from rich.tree import Tree
 
 from swivel.api.errors import SpecError
 from swivel.api.manifests import load_reconfiguration, load_streamjob
 from swivel.api.reconfiguration import validate_against_job
-from swivel.cli.errors import fail
-from swivel.controllers.planning import ReconfigurationPlan, plan_reconfiguration
+from swivel.cli.errors import BAD_INPUT, fail
+from swivel.controllers.planning import ReconfigurationPlan
+from swivel.jobs.planning import plan_for_runtime
 
 _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
 
@@ -40,12 +49,21 @@ def command(reconfiguration: Path, job_path: Path, output: str, no_pruning: bool
         validate_against_job(reconf.spec, job.spec)
     except SpecError as error:
         fail(error)
-    plan = plan_reconfiguration(job.spec, reconf.spec, pruning=not no_pruning)
+    plan = plan_for_runtime(job.spec, reconf.spec, pruning=not no_pruning)
     document = {"job": job.name, **plan.to_dict()}
     if output == "json":
         click.echo(json.dumps(document, indent=2))
     else:
         Console(highlight=False).print(_tree(document, plan))
+    if plan.refused:
+        for refusal in plan.refused:
+            click.echo(f"error: {refusal}", err=True)
+        click.echo(
+            f"error: Spark cannot carry out this plan consistently under "
+            f"{plan.scheduler.value}; suggested scheduler: {plan.suggested_scheduler.value}",
+            err=True,
+        )
+        sys.exit(BAD_INPUT)
 
 
 def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
@@ -67,6 +85,7 @@ def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
     channels = document["channels"]
     if plan.mcs:
         root.add(f"data channels: {channels['mcs']} of {channels['total']} synchronise")
+        _add_verdict(root, plan)
     if document["metaTopology"]:
         _add_meta_topology(root, document["metaTopology"])
     if plan.migration is not None:
@@ -78,6 +97,22 @@ def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
             moves = ", ".join(f"bin {m.bin}: {m.source}->{m.target}" for m in step.moves)
             migration.add(f"step {index}: {moves or 'gap (no moves)'}")
     return root
+
+
+def _add_verdict(root: Tree, plan: ReconfigurationPlan) -> None:
+    """Refusals under the requested scheduler, and the least disruptive consistent one."""
+    if plan.refused:
+        refused = root.add(f"[bold red]refused under {plan.scheduler.value}[/]")
+        for refusal in plan.refused:
+            refused.add(Text(f"{refusal.field}: {refusal.reason}"))  # no markup: [...] in reasons
+    suggested = plan.suggested_scheduler
+    note = (
+        "Fries is consistent here"
+        if suggested.value == "fries"
+        else "a head Fries needs cannot switch consistently in Spark; epoch switches at a "
+        "micro-batch boundary"
+    )
+    root.add(f"suggested scheduler: {suggested.value} ({note})")
 
 
 def _add_meta_topology(root: Tree, meta: dict[str, Any]) -> None:
