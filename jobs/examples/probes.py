@@ -125,3 +125,30 @@ def parity(df: pd.DataFrame, keep: int = 0, label: str = "v1") -> pd.DataFrame:
     on one stream (keep 0 and keep 1) split it in two disjoint halves, so each payment takes
     exactly one branch."""
     return df[df["payment"] % 2 == keep].assign(label=label)
+
+
+def _log_time(log: str, what: str, rows: int) -> None:
+    """Append `<what> <batch> <epoch seconds> <rows>` to this process's file under `log`."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+    with open(os.path.join(log, f"{what}-{os.getpid()}.txt"), "a", encoding="utf-8") as out:
+        out.write(f"{what} {batch} {time.time():.6f} {rows}\n")
+
+
+@emits("label string")
+def logged(df: pd.DataFrame, log: str, delay_ms: float = 0.0) -> pd.DataFrame:
+    """`labelled` that notes when it produced each Arrow batch's rows (`_log_time`)."""
+    out = labelled(df, "v1", delay_ms)
+    _log_time(log, "produced", len(out))
+    return out
+
+
+@emits("total double, payments long")
+def logged_totals(df: pd.DataFrame, log: str, by: str = "customer") -> pd.DataFrame:
+    """`aggregates.totals` that notes when it was called, i.e. when it starts to emit."""
+    from swivel.jobs.examples.aggregates import totals
+
+    _log_time(log, "aggregated", len(df))
+    return totals(df, by=by)

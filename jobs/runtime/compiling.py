@@ -8,6 +8,10 @@ it into steps; this module builds them, in topological order:
   the sub-DAG over each Arrow chunk (`regions.run_region`), so every operator sees each row
   once;
 - a `hash` edge into a stateless operator is a `repartition(bins, key)` of its input;
+- a stateless blocking operator (an `aggregate`) is a shuffle (`repartition(bins, key)`,
+  or one partition without a key) and a `mapInPandas` that takes its partition's whole
+  input before calling the function once (`regions.run_blocking`): behind the stage barrier
+  it emits nothing before every upstream task of the micro-batch has ended;
 - a keyed operator is `groupBy(key).transformWithStateInPandas(...)` (append output, no
   timers) over the union of its inputs: Spark hash-partitions by the key into
   `spark.sql.shuffle.partitions` = `bins` state partitions, so a job's bin *is* a state
@@ -54,8 +58,9 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
     run_stateless_chain,
 )
-from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
+from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_blocking, run_region
 from swivel.jobs.runtime.shapes import (
+    BlockingStep,
     CompileError,
     KeyedStep,
     Region,
@@ -142,6 +147,8 @@ def compile_job(
     for step in shape.steps:
         if isinstance(step, KeyedStep):
             builder.keyed(step)
+        elif isinstance(step, BlockingStep):
+            builder.blocking(step)
         else:
             builder.region(step)
     sink_inputs = [
@@ -249,6 +256,23 @@ class _Builder:
         )
         self.schemas[op.name] = out_schema
 
+    def blocking(self, step: BlockingStep) -> None:
+        op = self.by_name[step.operator]
+        frame, schema = self.union(op.name, self._inputs(op.name))
+        # A real exchange even when the input is already partitioned this way: Spark keeps a
+        # user repartition whose child's partitioning is on other attributes, and every
+        # step's output has fresh ones (tests/integration/runtime/test_blocking.py).
+        bins = self.job.dataflow.bins
+        frame = frame.repartition(bins, step.key) if step.key else frame.repartition(1)
+        if op.function is None:  # a blocking union only merges: the shuffle is the barrier
+            self.frames[op.name], self.schemas[op.name] = frame, schema
+            return
+        plan, out_schema = self._plan(op, schema)
+        self.frames[op.name] = frame.mapInPandas(
+            _blocking_body(OperatorRunner(plan, self.settings)), out_schema
+        )
+        self.schemas[op.name] = out_schema
+
     def region(self, region: Region) -> None:
         entry = region.operators[0]
         if region.producer is not None:
@@ -300,6 +324,13 @@ class _Builder:
 def _region_body(steps: tuple[RegionStep, ...], exit_name: str, view: ChunkView) -> Any:
     def body(chunks: Any) -> Any:
         return run_region(steps, exit_name, view, chunks)
+
+    return body
+
+
+def _blocking_body(runner: OperatorRunner) -> Any:
+    def body(chunks: Any) -> Any:
+        return run_blocking(runner, chunks)
 
     return body
 

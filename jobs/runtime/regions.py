@@ -12,6 +12,9 @@ first of them sees for a chunk is the one every other uses for that chunk, so tw
 two branches of a diamond (Fries: two heads of one component; naive: two targets) decide
 the same version for the same records. A linear chain keeps the plain
 `operators.run_stateless_chain` (each operator checks on its own, as before).
+
+`run_blocking` is the body of a blocking step (an aggregate): it drains its input before it
+calls the function once (see `shapes`).
 """
 
 from __future__ import annotations
@@ -113,6 +116,21 @@ def run_region(
                     pdf = next(run_stateless_chain([step.runner], iter([pdf]), sliced=view is None))
                 outputs[step.name] = pdf
         yield outputs[exit_name]
+
+
+def run_blocking(runner: OperatorRunner, chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The body of a blocking step's `mapInPandas`: the partition's whole input, then one call.
+
+    The input iterator is drained before the function runs, so nothing is emitted before
+    the last input row of the partition (and, behind the shuffle, of the micro-batch) was
+    produced. One check decides the configuration (split by tag like any operator): a head
+    switches between two calls, never inside one.
+    """
+    frames = [chunk for chunk in chunks if len(chunk)]
+    if not frames:
+        return
+    whole = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    yield from run_stateless_chain([runner], iter([whole]), sliced=False)
 
 
 def _merged(step: RegionStep, frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -15,6 +15,16 @@
   and all of a region's operators read one configuration snapshot per chunk (see
   `regions.ChunkView`). A region has exactly one exit (one operator whose output leaves
   it); a group that would have several is cut back into linear chains.
+- a **blocking step** per stateless blocking operator (an `aggregate`, or any operator
+  marked `blocking: true`): the union of its inputs, a shuffle (`repartition(bins, key)`
+  by its key, or into one partition when it has none), then a `mapInPandas` that takes
+  its partition's whole input before it calls the function once. The shuffle's stage
+  barrier means every upstream task of the micro-batch has ended before the operator
+  emits anything: its input side and its output side never run together, which is what
+  the planner's cut at blocking operators (Fries §7.1) assumes. A keyed operator marked
+  blocking is already such a step: it always reads through the groupBy's shuffle, and
+  `transformWithStateInPandas` sorts its partition's input by key before the first group.
+  Neither kind is ever fused into a region with its inputs or its consumers;
 - every sink operator's inputs are unioned into the job's one sink (`spec.sink`: the
   StreamJob model has one sink per job, so several sink operators all write there).
 
@@ -51,6 +61,7 @@ from swivel.controllers.graph import Partitioning
 SYSTEM_PREFIX = "_swivel_"
 
 __all__ = [
+    "BlockingStep",
     "CompileError",
     "KeyedStep",
     "Region",
@@ -89,7 +100,16 @@ class KeyedStep:
     operator: str
 
 
-Step = Region | KeyedStep
+@dataclass(frozen=True)
+class BlockingStep:
+    """A stateless blocking operator: shuffled by `key` (one partition when None), then run
+    once over each partition's whole input of the micro-batch."""
+
+    operator: str
+    key: str | None
+
+
+Step = Region | KeyedStep | BlockingStep
 
 
 @dataclass(frozen=True)
@@ -262,12 +282,17 @@ def _steps(
     groups: list[_Group] = []
     group_of: dict[str, int] = {}
     by_producer: dict[str, int] = {}
-    emitted: list[tuple[str, int | str]] = []  # ("group", index) | ("keyed", name), in order
+    # ("group", index) | ("keyed", name) | ("blocking", name), in order
+    emitted: list[tuple[str, int | str]] = []
 
     for name in body:
         op = by_name[name]
         if op.kind is OperatorKind.KEYED:
             emitted.append(("keyed", name))
+            continue
+        if op.resolved_blocking:
+            # Never in a group: its consumers read its output as a producer's frame.
+            emitted.append(("blocking", name))
             continue
         ins = inputs[name]
         hashed = _hash_key(op)
@@ -291,6 +316,10 @@ def _steps(
         if kind == "keyed":
             assert isinstance(ref, str)
             steps.append(KeyedStep(ref))
+            continue
+        if kind == "blocking":
+            assert isinstance(ref, str)
+            steps.append(BlockingStep(ref, by_name[ref].key or _hash_key(by_name[ref])))
             continue
         assert isinstance(ref, int)
         steps.extend(_regions(groups[ref], inputs, consumers))
@@ -403,7 +432,7 @@ def _cut_at(
 
 def _reads(step: Step, inputs: Mapping[str, tuple[str, ...]]) -> list[str]:
     """The frames (by the operator producing them) a step reads from outside itself."""
-    if isinstance(step, KeyedStep):
+    if isinstance(step, KeyedStep | BlockingStep):
         return list(inputs[step.operator])
     if step.producer is not None:
         return [step.producer]
@@ -418,7 +447,7 @@ def _splits(
 ) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
     readers: dict[str, list[str]] = {}
     for step in steps:
-        reader = step.operator if isinstance(step, KeyedStep) else step.operators[0]
+        reader = step.operator if isinstance(step, KeyedStep | BlockingStep) else step.operators[0]
         for frame in _reads(step, inputs):
             readers.setdefault(frame, []).append(reader)
     for sink in sinks:

@@ -24,7 +24,14 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
 )
 from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
-from swivel.jobs.runtime.shapes import CompileError, KeyedStep, Region, merged_columns, plan_shape
+from swivel.jobs.runtime.shapes import (
+    BlockingStep,
+    CompileError,
+    KeyedStep,
+    Region,
+    merged_columns,
+    plan_shape,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
 F = "swivel.jobs.examples.probes:labelled"
@@ -424,9 +431,12 @@ def random_job(rng: random.Random) -> StreamJobSpec:
     for index in range(rng.randint(1, 9)):
         name = f"o{index}"
         parents = rng.sample(names, k=min(len(names), rng.choice([1, 1, 1, 2, 3])))
-        kind = rng.choice(["map", "map", "map", "keyed", "union"])
+        kind = rng.choice(["map", "map", "map", "keyed", "union", "aggregate"])
         if kind == "keyed":
             operators.append(keyed(name, *(hashed(p) for p in parents)))
+        elif kind == "aggregate":  # by customer, or one partition (no key)
+            extra = {"kind": "aggregate"} | ({"key": "customer"} if rng.random() < 0.5 else {})
+            operators.append(op(name, *parents, **extra))
         elif kind == "union":
             operators.append(union(name, *parents))
         elif rng.random() < 0.2:
@@ -450,6 +460,7 @@ def test_every_accepted_random_dag_is_cut_into_well_formed_steps(seed: int) -> N
         assert "state would be kept twice" in error.reason, error
         return
     body = [n for n in shape.order if n != shape.source and n not in shape.sinks]
+    spec_ops = {o.name: o for o in spec.dataflow.operators}
     placed = [
         name
         for step in shape.steps
@@ -458,10 +469,12 @@ def test_every_accepted_random_dag_is_cut_into_well_formed_steps(seed: int) -> N
     assert sorted(placed) == sorted(body)  # every operator exactly once
     frames = {shape.source}
     for step in shape.steps:
-        if isinstance(step, KeyedStep):
+        if isinstance(step, KeyedStep | BlockingStep):
             assert set(shape.inputs[step.operator]) <= frames
             frames.add(step.operator)
             continue
+        # a blocking operator never shares a pass with its inputs or its consumers
+        assert not [n for n in step.operators if spec_ops[n].resolved_blocking]
         members = set(step.operators)
         outside = [n for n in step.operators if set(shape.consumers[n]) - members]
         assert outside == [step.exit]  # one exit
