@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
+from swivel.api.functions import spec_problems
 from swivel.api.reconfiguration import (
     ReconfigurationSpec,
     ReconfigurationStatus,
@@ -146,6 +147,11 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
         except ValidationError as error:
             problems = "; ".join(str(p) for p in problems_from(error, "spec"))
             await current.decide(Decision(Phase.FAILED, Reason.INVALID, problems))
+            return True
+        refused = spec_problems(spec)  # functions outside the installation's allow-list
+        if refused:
+            message = "; ".join(str(p) for p in refused)
+            await current.decide(Decision(Phase.FAILED, Reason.INVALID, message))
             return True
         job_body = await _job_body(ctx, namespace, spec.job_ref.name)
         job = _parse_job(job_body)

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from swivel.api.base import API_GROUP, API_VERSION
+from swivel.api.functions import PREFIXES_ENV, AllowList
 from swivel.api.streamjob import SinkKind, StreamJob, StreamJobSpec
 from swivel.controllers.planning import migrates_bins
 from swivel.operator.access import (
@@ -339,6 +340,13 @@ def _agent_env(owner: Owner) -> list[Manifest]:
     ]
 
 
+def function_env() -> list[Manifest]:
+    """The installation's function allow-list (chart `functions.allowedPrefixes`, in the
+    operator's environment) for the agent, which refuses a plan naming anything else (422),
+    and the driver, which pickles it into the workers: one list for every process of a job."""
+    return [{"name": PREFIXES_ENV, "value": ",".join(AllowList().prefixes)}]
+
+
 def _agent_migration_env(job: StreamJob, owner: Owner) -> list[Manifest]:
     """SWIVEL_AGENT_MIGRATIONS=1 when the driver runs a MigrationDriver (the same decision as
     `swivel driver`'s, on the master the job config gives it): the agent then accepts moves,
@@ -451,6 +459,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         ],
         "env": [
             *_agent_env(owner),
+            *function_env(),
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         "ports": [
@@ -487,6 +496,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
             {"name": "SWIVEL_AGENT_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
             {"name": "SWIVEL_AGENT_STATE_DIR", "value": AGENT_STATE_DIR},
             *_agent_migration_env(job, owner),
+            *function_env(),
         ],
         "ports": [{"name": "agent", "containerPort": AGENT_PORT}],
         "livenessProbe": {"httpGet": probe_path, "periodSeconds": 10, "failureThreshold": 3},

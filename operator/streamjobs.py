@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
+from swivel.api.functions import spec_problems
 from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.operator import events, metrics
@@ -64,11 +65,15 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
     if problems:
         raise SpecError.single("metadata.name", problems[0].split(": ", 1)[1])
     try:
-        return StreamJob.model_validate(
+        job = StreamJob.model_validate(
             {"metadata": dict(body["metadata"]), "spec": dict(body.get("spec") or {})}
         )
     except ValidationError as error:
         raise SpecError(problems_from(error)) from None
+    refused = spec_problems(job.spec)  # functions outside the installation's allow-list
+    if refused:
+        raise SpecError(refused)
+    return job
 
 
 def status_of(body: Mapping[str, Any]) -> StreamJobStatus:
