@@ -6,14 +6,17 @@ whether the job is healthy (and what it runs). `ClientAgentLink` does them over
 plans in memory and has switches for every failure a handler must survive: unreachable,
 409 busy, 422 rejected, slow completion, a failing plan, an unready driver.
 
-An agent is addressed by job (namespace, name) and token; where it listens is the driver
-Service's DNS name unless `url_for` says otherwise (the sandbox, a port-forward).
+An agent is addressed by job (namespace, name), the operator's token and, when it serves
+TLS, the job's CA (operator/credentials.py): then the link speaks HTTPS and verifies the
+agent's certificate against that CA alone. Where it listens is the driver Service's DNS
+name unless `url_for` says otherwise (the sandbox, a port-forward).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +45,13 @@ class JobAddress:
     namespace: str
     name: str
     token: str
+    ca: str | None = None  # PEM of the job's CA: the agent serves HTTPS
+
+    def url(self, base: str) -> str:
+        """`base` over HTTPS when the agent serves TLS."""
+        if self.ca and base.startswith("http://"):
+            return "https://" + base.removeprefix("http://")
+        return base
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,7 @@ class ClientAgentLink:
         self._url_for = url_for
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._contexts: dict[str, ssl.SSLContext] = {}  # per CA PEM
         self._options = {
             "retries": retries,
             "backoff_s": backoff_s,
@@ -163,9 +174,24 @@ class ClientAgentLink:
             await self._session.close()
         self._session = self._session_loop = None
 
+    def _ssl(self, job: JobAddress) -> ssl.SSLContext | None:
+        """Trust the job's CA and nothing else (a certificate of any other CA is refused)."""
+        if not job.ca:
+            return None
+        context = self._contexts.get(job.ca)
+        if context is None:
+            context = self._contexts[job.ca] = ssl.create_default_context(cadata=job.ca)
+        return context
+
     def _client(self, job: JobAddress) -> AgentClient:
-        url = self._url_for(job.namespace, job.name)
-        return AgentClient(url, job.token, session=self._shared(), **self._options)  # type: ignore[arg-type]
+        url = job.url(self._url_for(job.namespace, job.name))
+        return AgentClient(
+            url,
+            job.token,
+            session=self._shared(),
+            ssl_context=self._ssl(job),
+            **self._options,  # type: ignore[arg-type]
+        )
 
     async def submit(
         self, job: JobAddress, name: str, spec: Mapping[str, Any], *, key: str | None = None
@@ -178,9 +204,9 @@ class ClientAgentLink:
             return await client.get_plan(plan_id)
 
     async def health(self, job: JobAddress) -> AgentHealth:
-        url = self._url_for(job.namespace, job.name).rstrip("/") + "/readyz"
+        url = job.url(self._url_for(job.namespace, job.name)).rstrip("/") + "/readyz"
         try:
-            async with self._shared().get(url) as response:
+            async with self._shared().get(url, ssl=self._ssl(job) or True) as response:
                 ready = response.status == 200
                 message = "" if ready else str((await response.json()).get("status", ""))
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:

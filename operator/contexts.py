@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from swivel.operator.agents import AgentLink, JobAddress
 from swivel.operator.clusters import Clock, Cluster, Ref, utc_now
+from swivel.operator.credentials import JobCredentials
 from swivel.operator.indexes import Known
-from swivel.operator.rendering import Names, token_of
+from swivel.operator.rendering import Names
 
 
 @dataclass
@@ -74,7 +75,7 @@ class OperatorContext:
     known: Known = field(default_factory=Known)
     submissions: Submissions = field(default_factory=Submissions)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    _tokens: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    _tokens: dict[tuple[str, str], tuple[str, JobCredentials]] = field(default_factory=dict)
     # The follow-up task of each unfinished Reconfiguration (namespace, name).
     followers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
 
@@ -86,7 +87,9 @@ class OperatorContext:
     async def job_address(
         self, namespace: str, job: str, uid: str | None = None, *, fresh: bool = False
     ) -> JobAddress | None:
-        """The agent of `job`, with its token; None until the token Secret exists.
+        """The agent of `job`, with the operator's token (never the job's: operator/
+        credentials.py) and the job's CA when the agent serves TLS; None until the Secret
+        exists.
 
         With the job's `uid` the token is remembered for that incarnation of the job (the
         operator creates the Secret once and never rotates it), which saves a Secret read
@@ -96,11 +99,16 @@ class OperatorContext:
             self._tokens.pop(key, None)
         cached = self._tokens.get(key)
         if uid and cached is not None and cached[0] == uid:
-            return JobAddress(namespace, job, cached[1])
+            return _address(namespace, job, cached[1])
         secret = await self.cluster.get(Ref("v1", "Secret", namespace, Names(job).token_secret))
-        token = token_of(secret) if secret else None
-        if uid and token:
-            self._tokens[key] = (uid, token)
+        credentials = JobCredentials.of_secret(secret)
+        if uid and credentials:
+            self._tokens[key] = (uid, credentials)
         elif uid:
             self._tokens.pop(key, None)
-        return JobAddress(namespace, job, token) if token else None
+        return _address(namespace, job, credentials) if credentials else None
+
+
+def _address(namespace: str, job: str, credentials: JobCredentials) -> JobAddress:
+    ca = credentials.ca_pem if credentials.tls else None
+    return JobAddress(namespace, job, credentials.token, ca)

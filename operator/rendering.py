@@ -2,7 +2,9 @@
 
 One StreamJob owns: the driver Pod (the Spark container running the job runtime, and the
 agent sidecar), a Service for the driver and agent ports, a ConfigMap with the job manifest
-(what both containers read), a Secret with the agent token, the ServiceAccount, Role and
+(what both containers read), a Secret with the agent's credentials (a token per role and,
+with TLS, the agent's certificate: operator/credentials.py), a NetworkPolicy letting only
+the job's own pods and the operator in, the ServiceAccount, Role and
 RoleBinding the driver needs to manage its executors, a ConfigMap with the executor pod
 template Spark on Kubernetes creates executors from, and (unless `spec.checkpoint.location`
 is set) a PersistentVolumeClaim holding the checkpoint, so a restart keeps it.
@@ -34,6 +36,17 @@ from swivel.operator.access import (
     api_access_mount,
     api_access_volume,
 )
+from swivel.operator.credentials import (
+    CA_KEY,
+    CERT_KEY,
+    DRIVER_TOKEN_KEY,
+    PRIVATE_KEY_KEY,
+    TOKEN_KEY,
+    WORKER_TOKEN_KEY,
+    JobCredentials,
+    agent_hosts,
+    new_credentials,
+)
 
 Manifest = dict[str, Any]
 
@@ -46,7 +59,7 @@ JOB_FILE = "job.yaml"
 EXECUTOR_TEMPLATE_DIR = "/etc/swivel/executor"
 EXECUTOR_TEMPLATE_FILE = "executor-pod-template.yaml"
 TOKEN_DIR = "/var/run/swivel/agent-token"
-TOKEN_KEY = "token"
+OPERATOR_LABELS = {"app.kubernetes.io/part-of": "swivel", "app.kubernetes.io/component": "operator"}
 STATE_DIR = "/var/lib/swivel"
 AGENT_STATE_DIR = f"{STATE_DIR}/agent"
 CHECKPOINT_ROOT = f"{STATE_DIR}/checkpoints"
@@ -124,8 +137,13 @@ class Names:
     def service_host(self, namespace: str) -> str:
         return f"{self.service}.{namespace}.svc"
 
-    def agent_url(self, namespace: str) -> str:
-        return f"http://{self.service_host(namespace)}:{AGENT_PORT}"
+    def agent_url(self, namespace: str, tls: bool = False) -> str:
+        scheme = "https" if tls else "http"
+        return f"{scheme}://{self.service_host(namespace)}:{AGENT_PORT}"
+
+    @property
+    def network_policy(self) -> str:
+        return f"{self.job}-ingress"
 
 
 def name_problems(name: str) -> list[str]:
@@ -174,6 +192,9 @@ def spark_conf(job: StreamJob, owner: Owner) -> dict[str, str]:
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        # Executors and driver authenticate each other's RPC (Spark on Kubernetes generates
+        # the secret and hands it to the executors it creates).
+        "spark.authenticate": "true",
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": _jvm_memory(spec.executor.memory),
@@ -259,14 +280,35 @@ def render_checkpoint_claim(job: StreamJob, owner: Owner) -> Manifest:
     }
 
 
-def render_token_secret(owner: Owner, token: str) -> Manifest:
+def _credentials(credentials: JobCredentials | str) -> JobCredentials:
+    return JobCredentials(credentials) if isinstance(credentials, str) else credentials
+
+
+def render_token_secret(owner: Owner, credentials: JobCredentials | str) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _metadata(Names(owner.name).token_secret, owner, "agent"),
         "type": "Opaque",
-        "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+        "data": _credentials(credentials).secret_data(),
     }
+
+
+def job_credentials(secret: Manifest | None, owner: Owner, *, tls: bool = True) -> JobCredentials:
+    """The credentials an existing Secret holds (never rotated), new ones without it; with
+    `tls`, a certificate is issued when they have none (an upgrade from a Secret without)."""
+    credentials = JobCredentials.of_secret(secret) or new_credentials([], tls=False)
+    if not tls:
+        return credentials
+    names = Names(owner.name)
+    return credentials.with_tls(agent_hosts(names.service, owner.namespace))
+
+
+def secret_outdated(existing: Manifest | None, rendered: Manifest) -> bool:
+    """Whether the existing Secret lacks keys the rendered one has (written by an older
+    operator): only then is a Secret patched, with the same token."""
+    have = set((existing or {}).get("data") or {})
+    return not set(rendered.get("data") or {}) <= have
 
 
 def token_of(secret: Manifest) -> str | None:
@@ -277,10 +319,10 @@ def token_of(secret: Manifest) -> str | None:
 
 def render_service(owner: Owner) -> Manifest:
     selector = {JOB_LABEL: owner.name, "app.kubernetes.io/component": "driver"}
+    # No Spark UI: the MigrationDriver reads it on localhost, nothing outside the pod needs it.
     ports = [
         ("driver-rpc", DRIVER_PORT),
         ("blockmanager", BLOCK_MANAGER_PORT),
-        ("spark-ui", UI_PORT),
         ("agent", AGENT_PORT),
     ]
     return {
@@ -328,16 +370,26 @@ def render_role_binding(owner: Owner) -> Manifest:
     }
 
 
-def _agent_env(owner: Owner) -> list[Manifest]:
+def _agent_env(owner: Owner, key: str, tls: bool) -> list[Manifest]:
+    """How a job container reaches the agent: its own credential (`key` of the Secret: the
+    driver's or the workers'), never the operator's."""
     names = Names(owner.name)
-    token = {"secretKeyRef": {"name": names.token_secret, "key": TOKEN_KEY}}
-    return [
+
+    def secret(secret_key: str) -> Manifest:
+        return {"secretKeyRef": {"name": names.token_secret, "key": secret_key}}
+
+    env = [
         {"name": "SWIVEL_JOB_NAME", "value": owner.name},
         # Through the Service, so the same URL works from the driver and from executors
         # (the runtime hands it to Python workers with spark.executorEnv.*).
-        {"name": "SWIVEL_AGENT_URL", "value": names.agent_url(owner.namespace)},
-        {"name": "SWIVEL_AGENT_TOKEN", "valueFrom": token},
+        {"name": "SWIVEL_AGENT_URL", "value": names.agent_url(owner.namespace, tls)},
+        {"name": "SWIVEL_AGENT_TOKEN", "valueFrom": secret(key)},
     ]
+    if key == DRIVER_TOKEN_KEY:  # handed on to the Python workers a local master forks
+        env.append({"name": "SWIVEL_AGENT_WORKER_TOKEN", "valueFrom": secret(WORKER_TOKEN_KEY)})
+    if tls:  # the per-job CA the agent's certificate is verified against (not secret)
+        env.append({"name": "SWIVEL_AGENT_CA", "valueFrom": secret(CA_KEY)})
+    return env
 
 
 def function_env() -> list[Manifest]:
@@ -368,7 +420,7 @@ def _resources(cores: int, memory: str) -> Manifest:
     return {"requests": {"cpu": str(cores), "memory": memory}, "limits": {"memory": memory}}
 
 
-def render_executor_template(job: StreamJob, owner: Owner) -> Manifest:
+def render_executor_template(job: StreamJob, owner: Owner, *, tls: bool = False) -> Manifest:
     """The executor pod template (a Pod manifest in a ConfigMap) Spark starts executors from."""
     spec = job.spec
     pod = {
@@ -385,7 +437,7 @@ def render_executor_template(job: StreamJob, owner: Owner) -> Manifest:
                 {
                     "name": "executor",
                     "image": spec.image,
-                    "env": _agent_env(owner),
+                    "env": _agent_env(owner, WORKER_TOKEN_KEY, tls),
                     "resources": _resources(spec.executor.cores, spec.executor.memory),
                     "securityContext": _container_security(),
                 }
@@ -429,7 +481,7 @@ def restart_hash(spec: StreamJobSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
+def render_driver_pod(job: StreamJob, owner: Owner, *, tls: bool = False) -> Manifest:
     spec, names = job.spec, Names(owner.name)
     job_path = f"{CONFIG_DIR}/{JOB_FILE}"
     mounts = [
@@ -458,7 +510,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
             str(BOUNDARY_TIMEOUT_S),
         ],
         "env": [
-            *_agent_env(owner),
+            *_agent_env(owner, DRIVER_TOKEN_KEY, tls),
             *function_env(),
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
@@ -476,7 +528,15 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         ],
         "securityContext": _container_security(),
     }
-    probe_path = {"port": "agent", "path": "/healthz"}
+    probe_path = {"port": "agent", "path": "/healthz", "scheme": "HTTPS" if tls else "HTTP"}
+    agent_files = [{"key": TOKEN_KEY, "path": TOKEN_KEY}]  # never the job's tokens
+    tls_env: list[Manifest] = []
+    if tls:
+        agent_files += [{"key": k, "path": k} for k in (CERT_KEY, PRIVATE_KEY_KEY)]
+        tls_env = [
+            {"name": "SWIVEL_AGENT_TLS_CERT", "value": f"{TOKEN_DIR}/{CERT_KEY}"},
+            {"name": "SWIVEL_AGENT_TLS_KEY", "value": f"{TOKEN_DIR}/{PRIVATE_KEY_KEY}"},
+        ]
     agent = {
         "name": "agent",
         "image": spec.image,
@@ -495,6 +555,7 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
         "env": [
             {"name": "SWIVEL_AGENT_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
             {"name": "SWIVEL_AGENT_STATE_DIR", "value": AGENT_STATE_DIR},
+            *tls_env,
             *_agent_migration_env(job, owner),
             *function_env(),
         ],
@@ -532,7 +593,10 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
             "volumes": [
                 {"name": "job-config", "configMap": {"name": names.job_config}},
                 {"name": "executor-template", "configMap": {"name": names.executor_template}},
-                {"name": "agent-token", "secret": {"secretName": names.token_secret}},
+                {
+                    "name": "agent-token",
+                    "secret": {"secretName": names.token_secret, "items": agent_files},
+                },
                 {"name": "state", "emptyDir": {}},
                 *checkpoint_volumes,
                 api_access_volume(),
@@ -541,19 +605,54 @@ def render_driver_pod(job: StreamJob, owner: Owner) -> Manifest:
     }
 
 
-def render_children(job: StreamJob, owner: Owner, token: str) -> list[Manifest]:
-    """Everything a StreamJob owns, in the order to create it (the pod last: it mounts the rest)."""
+def render_network_policy(owner: Owner, operator_namespace: str | None = None) -> Manifest:
+    """Ingress to the job's pods (driver and executors) only from the job's own pods, and
+    to the agent port from the operator (in `operator_namespace`; any namespace's pods
+    labelled as the chart labels the operator when unknown). The Spark UI and RPC ports
+    stay inside the job. Needs a CNI that enforces NetworkPolicy (docs/operator.md)."""
+    job_pods = {"matchLabels": {JOB_LABEL: owner.name}}
+    namespaces: Manifest = {}
+    if operator_namespace:
+        namespaces = {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}}
+    operator = {"namespaceSelector": namespaces, "podSelector": {"matchLabels": OPERATOR_LABELS}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(Names(owner.name).network_policy, owner, "network"),
+        "spec": {
+            "podSelector": job_pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": job_pods}]},
+                {"from": [operator], "ports": [{"protocol": "TCP", "port": AGENT_PORT}]},
+            ],
+        },
+    }
+
+
+def render_children(
+    job: StreamJob,
+    owner: Owner,
+    credentials: JobCredentials | str,
+    *,
+    operator_namespace: str | None = None,
+) -> list[Manifest]:
+    """Everything a StreamJob owns, in the order to create it (the pod last: it mounts the
+    rest). A bare token means credentials without TLS (the agent serves plain HTTP)."""
+    credentials = _credentials(credentials)
+    tls = credentials.tls
     claim = [render_checkpoint_claim(job, owner)] if uses_checkpoint_claim(job) else []
     return [
         *claim,
         render_service_account(owner),
         render_role(owner),
         render_role_binding(owner),
-        render_token_secret(owner, token),
+        render_token_secret(owner, credentials),
+        render_network_policy(owner, operator_namespace),
         render_job_config(job, owner),
-        render_executor_template(job, owner),
+        render_executor_template(job, owner, tls=tls),
         render_service(owner),
-        render_driver_pod(job, owner),
+        render_driver_pod(job, owner, tls=tls),
     ]
 
 

@@ -12,13 +12,14 @@
   pod that is missing (deleted by hand, or a predecessor's pod was still terminating when
   the job was created) is created again.
 - delete: the finalizer deletes the children (owner references would too, but an explicit
-  cleanup also works where garbage collection is slow or off).
+  cleanup also works where garbage collection is slow or off), except the credentials
+  Secret: garbage collection removes it, so the operator needs no right to delete Secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,16 +37,18 @@ from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.healthchecks import JobObservation, next_status
+from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.rendering import (
     RESTART_HASH_ANNOTATION,
     SINK_ANNOTATION,
     Names,
     Owner,
+    job_credentials,
     name_problems,
     render_children,
     restart_refusal,
-    token_of,
+    secret_outdated,
 )
 
 PLURAL = "streamjobs"
@@ -70,6 +73,9 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
         )
     except ValidationError as error:
         raise SpecError(problems_from(error)) from None
+    refusal = installed_policy().refusal(job.spec.image)  # the installation's (images.py)
+    if refusal is not None:
+        raise SpecError.single("spec.image", refusal)
     refused = spec_problems(job.spec)  # functions outside the installation's allow-list
     if refused:
         raise SpecError(refused)
@@ -88,9 +94,10 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
     replaced, or `refused: <why>` (a restart that could not resume, `restart_refusal`)."""
     cluster, names = ctx.cluster, Names(owner.name)
     secret = await cluster.get(Ref("v1", "Secret", owner.namespace, names.token_secret))
-    token = (token_of(secret) if secret else None) or secrets.token_hex(32)
+    credentials = job_credentials(secret, owner)  # kept once issued; TLS added to an old one
     outcome = "kept"
-    for child in render_children(job, owner, token):
+    peer = os.environ.get("POD_NAMESPACE")  # the operator's: let into the agent port
+    for child in render_children(job, owner, credentials, operator_namespace=peer):
         if child["kind"] == "Pod":
             outcome = await _ensure_pod(ctx, child, job)
             continue
@@ -100,7 +107,7 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
             if failure.status != 409:
                 raise
             # The token is never rotated; a claim's spec is immutable once bound.
-            if child["kind"] not in CREATED_ONCE:
+            if child["kind"] not in CREATED_ONCE or secret_outdated(secret, child):
                 body = {k: v for k, v in child.items() if k not in ("apiVersion", "kind")}
                 await cluster.patch(Ref.of(child), body)
     return outcome
@@ -158,10 +165,11 @@ async def _gone(ctx: OperatorContext, ref: Ref) -> bool:
 
 def _invalid(body: Mapping[str, Any], patch: kopf.Patch, error: SpecError) -> None:
     message = str(error)
+    reason = "ImageRefused" if error.problems[0].field == "spec.image" else "InvalidSpec"
     patch.status["phase"] = "Failed"
     patch.status["message"] = message
-    events.emit(body, "InvalidSpec", message, warning=True)
-    metrics.FAILURES.labels("streamjob", "InvalidSpec").inc()
+    events.emit(body, reason, message, warning=True)
+    metrics.FAILURES.labels("streamjob", reason).inc()
 
 
 async def ensure(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
@@ -241,7 +249,6 @@ async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
         ("v1", "Service", names.service),
         ("v1", "ConfigMap", names.executor_template),
         ("v1", "ConfigMap", names.job_config),
-        ("v1", "Secret", names.token_secret),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", names.service_account),
         ("rbac.authorization.k8s.io/v1", "Role", names.service_account),
         ("v1", "ServiceAccount", names.service_account),

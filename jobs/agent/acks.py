@@ -98,7 +98,7 @@ def implausible(
     """Why acks cannot be true (`[i].field: reason`), empty when they may be.
 
     `versions`: each operator's published function version; `latest_batch`: the last batch
-    the driver reported (None before any: then no ack may name a batch)."""
+    the driver reported (None before any: counted as 0)."""
     problems = []
     for i, ack in enumerate(acks):
         published = versions.get(ack.operator)
@@ -113,13 +113,10 @@ def implausible(
         if not registered(ack.pid):
             reason = "no worker with this pid long-polls GET /v1/control/watch; watch first"
             problems.append(FieldProblem(f"[{i}].pid", reason))
-        if ack.batch_id is not None:
-            if latest_batch is None:
-                reason = "the driver has reported no batch yet; retry once it has"
-                problems.append(FieldProblem(f"[{i}].batchId", reason))
-            elif ack.batch_id > latest_batch + MAX_BATCH_LEAD:
-                reason = f"the driver's last batch is {latest_batch}; this one has not run"
-                problems.append(FieldProblem(f"[{i}].batchId", reason))
+        if ack.batch_id is not None and ack.batch_id > (latest_batch or 0) + MAX_BATCH_LEAD:
+            last = "none yet" if latest_batch is None else latest_batch
+            reason = f"the driver's last batch is {last}; this one has not run (retry later)"
+            problems.append(FieldProblem(f"[{i}].batchId", reason))
         if ack.at is not None and not now - MAX_ACK_AGE_S <= ack.at <= now + MAX_CLOCK_SKEW_S:
             reason = f"the worker's time {ack.at:.3f} is not within a day of the agent's {now:.3f}"
             problems.append(FieldProblem(f"[{i}].at", reason))

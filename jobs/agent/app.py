@@ -195,6 +195,8 @@ async def config(request: web.Request) -> web.Response:
         **hub.snapshot.to_json(),
         "activePlan": active.id if active else None,
         "coordinationIntervalSeconds": hub.coordination_interval(),
+        # Where a corrupt state file was moved at start (docs/agent.md), else null.
+        "stateRecoveredFrom": str(hub.state_recovered_from or "") or None,
     }
     return web.json_response(document)
 

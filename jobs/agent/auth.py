@@ -23,6 +23,7 @@ import enum
 import hashlib
 import hmac
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from aiohttp.typedefs import Middleware
 
 ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
 ENV_TOKEN_FILE = "SWIVEL_AGENT_TOKEN_FILE"
+ENV_TLS_CERT = "SWIVEL_AGENT_TLS_CERT"  # PEM files the operator issued (operator/credentials.py)
+ENV_TLS_KEY = "SWIVEL_AGENT_TLS_KEY"
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 REALM = 'Bearer realm="swivel-agent"'
 MAX_AUTHORIZATION = 1024  # a bearer token is 64 hex digits; anything longer is not one
@@ -57,6 +60,18 @@ def load_token(environ: Mapping[str, str] | None = None) -> str:
     if not token:
         raise TokenMissingError(f"set {ENV_TOKEN} or {ENV_TOKEN_FILE} (a mounted Secret)")
     return token
+
+
+def tls_context(environ: Mapping[str, str]) -> ssl.SSLContext | None:
+    """The agent's server TLS context from the mounted certificate and key; None (plain
+    HTTP: embedded mode on 127.0.0.1) when none is configured."""
+    cert, key = environ.get(ENV_TLS_CERT), environ.get(ENV_TLS_KEY)
+    if not cert or not key:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
 
 
 def role_token(operator_token: str, role: Role | str) -> str:

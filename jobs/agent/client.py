@@ -8,6 +8,7 @@ but raised as `AgentRejected` with the agent's `field: reason` errors.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -46,8 +47,12 @@ class AgentClient:
         max_backoff_s: float = 2.0,
         request_timeout_s: float = 10.0,
         session: aiohttp.ClientSession | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """`token`: the operator's (a job's credential answers 403 here: docs/agent.md);
+        `ssl_context`: what an https agent's certificate is verified against (the job's CA)."""
         self.base_url = base_url.rstrip("/")
+        self._ssl: ssl.SSLContext | bool = ssl_context or True
         self._headers = {"Authorization": f"Bearer {token}"}
         self._retries, self._backoff_s, self._max_backoff_s = retries, backoff_s, max_backoff_s
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
@@ -141,7 +146,7 @@ class AgentClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         async with self._session.request(
-            method, self.base_url + path, json=body, headers=self._headers
+            method, self.base_url + path, json=body, headers=self._headers, ssl=self._ssl
         ) as response:
             try:
                 document = await response.json(content_type=None)

@@ -94,6 +94,10 @@ class Hub:
         self._retire_after_batch: int | None = None
         self._loads = LatestLoads(job.dataflow.bins, self.metrics, clock)
         self._state = (store.load() if store else None) or self._fresh_state()
+        # A corrupt state file was moved aside and the job starts from its spec (store.py).
+        self.state_recovered_from = store.recovered_from if store else None
+        if self.state_recovered_from is not None:
+            self.metrics.state_recovered.inc()
         self._snapshot_changed = asyncio.Event()
         self._actions = DriverActions(self._state.actions, clock)
         self._resume_accepted_plan()

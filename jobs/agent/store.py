@@ -7,13 +7,22 @@ plan record, the configuration version in force when each recent batch first sta
 the driver actions (each with `doneAt` once carried out: never handed out again). One JSON
 document, replaced atomically (temp file, fsync, os.replace): a crash leaves the old state
 or the new one, never half of each.
+
+A file that cannot be read back (a disk fault, a hand edit, a format from another version)
+is not a crash loop: `StateStore.load` moves it aside to `agent-state.json.corrupt-<time>`,
+logs a warning naming both files, notes it in `recovered_from` (the hub counts it in
+`swivel_agent_state_recovered_total` and shows it in `GET /v1/config`), and the agent
+starts from the job spec, as after a pod restart (docs/agent.md, "A corrupt state file").
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +34,9 @@ ENV_STATE_DIR = "SWIVEL_AGENT_STATE_DIR"
 STATE_FILE = "agent-state.json"
 FORMAT = 1
 KEPT_BATCHES = 256  # replays re-run the last batch or two; keep a generous window
+# What a document that is not a state raises while it is read back.
+CORRUPT = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError)
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -91,16 +103,34 @@ def _operators(data: dict[str, Any]) -> dict[str, OperatorConfig]:
 class StateStore:
     """Reads and atomically replaces the state document in one directory."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.time) -> None:
         self.directory = Path(directory)
         self.path = self.directory / STATE_FILE
+        self._clock = clock
+        self.recovered_from: Path | None = None  # where a corrupt state file was moved
 
     def load(self) -> DurableState | None:
+        """The saved state; None when there is none, or when it was corrupt (then moved
+        aside, see the module docstring). OSError (unreadable) is left to the caller."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        return DurableState.from_json(json.loads(text))
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
+            return DurableState.from_json(data)
+        except CORRUPT as error:
+            aside = self.path.with_name(f"{STATE_FILE}.corrupt-{int(self._clock())}")
+            os.replace(self.path, aside)
+            self.recovered_from = aside
+            log.warning(
+                "agent state %s is corrupt (%s: %.200s); moved it to %s and starting from "
+                "the job spec (docs/agent.md, 'A corrupt state file')",
+                self.path, type(error).__name__, error, aside,
+            )  # fmt: skip
+            return None
 
     def save(self, state: DurableState) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -188,6 +188,7 @@ class CoordinationReport(WireDocument):
 
     interval_seconds: Annotated[float, Field(gt=0, le=86400.0, allow_inf_nan=False)]
     plan_id: Name | None = None
+    applied_at: Seconds | None = None  # the driver's clock
 
 
 class ActionDone(WireDocument):

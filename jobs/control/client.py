@@ -9,6 +9,10 @@ long-polls the agent (`GET /v1/control/watch`) and another posts batched acknowl
 short timeout, so a freshly forked worker never starts on a stale configuration.
 
 Standard library only: every Python worker imports this module.
+
+Its credential is the workers' (`SWIVEL_AGENT_TOKEN` in an executor: the agent accepts it on
+the watch and acks routes only, docs/agent.md); with `SWIVEL_AGENT_CA` (the job's CA, PEM)
+the agent is reached over HTTPS and its certificate verified against that CA alone.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -30,6 +35,7 @@ from swivel.jobs.control.snapshots import Snapshot
 
 ENV_URL = "SWIVEL_AGENT_URL"
 ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
+ENV_CA = "SWIVEL_AGENT_CA"
 WATCH_TIMEOUT_S = 20.0
 FIRST_FETCH_TIMEOUT_S = 0.5
 ACK_WINDOW_S = 0.002  # gather acks from the Arrow batches of one check before posting
@@ -42,12 +48,13 @@ log = logging.getLogger(__name__)
 class _Connection:
     """One keep-alive HTTP connection to the agent, reopened after any failure."""
 
-    def __init__(self, base_url: str, token: str | None) -> None:
+    def __init__(self, base_url: str, token: str | None, ca: str | None = None) -> None:
         parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise ValueError(f"{ENV_URL} must be http://host:port, got {base_url!r}")
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"{ENV_URL} must be http(s)://host:port, got {base_url!r}")
         self._host = parsed.hostname
-        self._port = parsed.port or 80
+        self._tls = agent_tls_context(ca) if parsed.scheme == "https" else None
+        self._port = parsed.port or (443 if self._tls else 80)
         self._prefix = parsed.path.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._conn: http.client.HTTPConnection | None = None
@@ -61,7 +68,11 @@ class _Connection:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         try:
-            if self._conn is None:
+            if self._conn is None and self._tls is not None:
+                self._conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=timeout, context=self._tls
+                )
+            elif self._conn is None:
                 self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
             else:
                 self._conn.timeout = timeout
@@ -88,6 +99,11 @@ class _Connection:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+def agent_tls_context(ca: str | None) -> ssl.SSLContext:
+    """Verify the agent against the job's CA (PEM) alone; the system's CAs without one."""
+    return ssl.create_default_context(cadata=ca) if ca else ssl.create_default_context()
+
+
 class ControlClient:
     """Receives snapshots and sends acks for one worker process."""
 
@@ -103,6 +119,7 @@ class ControlClient:
         self.base_url = base_url
         self.pid = os.getpid() if pid is None else pid
         self._token = token
+        self._ca = os.environ.get(ENV_CA) or None
         self._watch_timeout_s = watch_timeout_s
         self._clock = clock
         self._snapshot: Snapshot | None = None
@@ -167,7 +184,7 @@ class ControlClient:
 
     def start(self, first_fetch_timeout_s: float = FIRST_FETCH_TIMEOUT_S) -> None:
         """Fetch once synchronously (bounded), then run the watch and ack threads."""
-        connection = _Connection(self.base_url, self._token)
+        connection = _Connection(self.base_url, self._token, self._ca)
         try:
             self._watch_once(connection, first_fetch_timeout_s, 0)
         except (OSError, http.client.HTTPException, ValueError) as error:
@@ -235,7 +252,7 @@ class ControlClient:
                 self.ack(operator, version, snapshot.config_version, kind=ARMED)
 
     def _watch_loop(self) -> None:
-        connection = self._watch_connection = _Connection(self.base_url, self._token)
+        connection = self._watch_connection = _Connection(self.base_url, self._token, self._ca)
         backoff = 0.05
         while not self._stopped.is_set():
             try:
@@ -249,7 +266,7 @@ class ControlClient:
         connection.close()
 
     def _ack_loop(self) -> None:
-        connection = _Connection(self.base_url, self._token)
+        connection = _Connection(self.base_url, self._token, self._ca)
         backoff = 0.05
         while not self._stopped.is_set():
             with self._ack_ready:

@@ -175,7 +175,7 @@ class _Swivel:
         agent, runtime = self.embedded.agent, self.embedded.runtime
         assert agent is not None and runtime is not None
         bins = self.embedded.job.spec.dataflow.bins
-        channel = AgentDriverChannel(agent.url, agent.token)
+        channel = AgentDriverChannel(agent.url, agent.driver_token)
         self.driver = MigrationDriver(  # as `swivel run --master` starts it: state rows too
             self.spark,
             bins,

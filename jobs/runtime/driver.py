@@ -49,7 +49,12 @@ class AgentDriverChannel:
         request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        context = None
+        if self.url.startswith("https:"):  # verified against the job's CA (docs/agent.md)
+            from swivel.jobs.control.client import ENV_CA, agent_tls_context
+
+            context = agent_tls_context(os.environ.get(ENV_CA))
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             payload = response.read()
             return json.loads(payload) if payload else None
 

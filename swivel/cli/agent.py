@@ -42,7 +42,7 @@ def command(
     from aiohttp import web
 
     from swivel.jobs.agent.app import create_app
-    from swivel.jobs.agent.auth import TokenMissingError, load_token
+    from swivel.jobs.agent.auth import TokenMissingError, load_token, tls_context
     from swivel.jobs.agent.hub import Hub
     from swivel.jobs.agent.store import StateStore
 
@@ -54,12 +54,18 @@ def command(
         token = load_token()
     except (TokenMissingError, OSError) as error:
         raise click.ClickException(str(error)) from None
-    hub = Hub(job.spec, job.name, store=StateStore(state_dir), schedule_dir=schedule_dir)
-    click.echo(f"swivel agent for {job.name} on http://{host}:{port} (state in {state_dir})")
+    try:
+        hub = Hub(job.spec, job.name, store=StateStore(state_dir), schedule_dir=schedule_dir)
+        tls = tls_context(os.environ)  # the certificate the operator issued, when mounted
+    except OSError as error:  # an unreadable state file or certificate: say which
+        raise click.ClickException(f"{error.filename or ''}: {error.strerror or error}") from None
+    scheme = "https" if tls else "http"
+    click.echo(f"swivel agent for {job.name} on {scheme}://{host}:{port} (state in {state_dir})")
     web.run_app(
         create_app(hub, token),
         host=host,
         port=port,
+        ssl_context=tls,
         print=None,
         access_log=None,
         shutdown_timeout=1.0,

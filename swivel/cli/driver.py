@@ -57,7 +57,12 @@ def command(job_path: Path, boundary_timeout: float) -> None:
     except SpecError as error:
         fail(error, str(job_path))
     url = os.environ.get("SWIVEL_AGENT_URL")
-    token = os.environ.get("SWIVEL_AGENT_TOKEN")
+    token = os.environ.get("SWIVEL_AGENT_TOKEN")  # the driver's own credential
+    # The workers' credential, handed to Python workers with the feed, and what local
+    # Python workers inherit from this process (never the driver's; docs/agent.md).
+    worker_token = os.environ.pop("SWIVEL_AGENT_WORKER_TOKEN", None) or token
+    if worker_token:
+        os.environ["SWIVEL_AGENT_TOKEN"] = worker_token
     if not url:
         raise click.ClickException("SWIVEL_AGENT_URL is not set (the agent beside the driver)")
     from swivel.embedded.sessions import local_session
@@ -75,7 +80,7 @@ def command(job_path: Path, boundary_timeout: float) -> None:
         spark,
         checkpoint=checkpoint,
         name="".join(c if c.isalnum() else "_" for c in job.name),
-        feed=AgentFeed(url, token, job_snapshot(spec)),
+        feed=AgentFeed(url, worker_token, job_snapshot(spec)),
         agent=AgentDriverChannel(url, token),
     )
     runtime.start()

@@ -268,7 +268,7 @@ def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[
         embedded.job.spec.dataflow.bins,
         lambda: embedded.runtime.query,
         agent.url,
-        agent.token,
+        agent.driver_token,
         checkpoint=checkpoint,
     )
     if policy is None:

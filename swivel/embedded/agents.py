@@ -1,5 +1,11 @@
 """The sidecar agent as a local subprocess: 127.0.0.1, a free port, a fresh token.
 
+`token` is the operator's (the CLI's: `swivel apply`, `swivel status`); the driver side gets
+`driver_token` and the Python workers `worker_token` (derived, jobs/agent/auth.py), so a
+user function that reads its environment holds only the workers' credential. All three
+live in one user's processes here: the split guards against mistakes and stray code, not
+against a hostile process of the same user (docs/agent.md, "Credentials").
+
 It runs in its own process (as on Kubernetes, where it is a sidecar container) so that a
 busy driver - py4j calls, the GIL held by pandas in local mode - never slows the control
 channel down, and in its own session so that Ctrl-C in the terminal reaches `swivel run`
@@ -19,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.migration.cluster import die_with_parent
 
 
@@ -49,6 +56,14 @@ class LocalAgent:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def driver_token(self) -> str:
+        return role_token(self.token, Role.DRIVER)
+
+    @property
+    def worker_token(self) -> str:
+        return role_token(self.token, Role.WORKER)
+
+    @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
@@ -62,7 +77,8 @@ class LocalAgent:
         if self.schedule_dir is not None:
             self.schedule_dir.mkdir(parents=True, exist_ok=True)
             command += ["--schedule-dir", str(self.schedule_dir)]
-        env = {k: v for k, v in os.environ.items() if k != "SWIVEL_AGENT_TOKEN_FILE"}
+        inherited = ("SWIVEL_AGENT_TOKEN_FILE", "SWIVEL_AGENT_TLS_CERT", "SWIVEL_AGENT_TLS_KEY")
+        env = {k: v for k, v in os.environ.items() if k not in inherited}
         env["SWIVEL_AGENT_TOKEN"] = self.token
         log_path = self.log_path or self.state_dir / "agent.log"
         with log_path.open("ab") as log:

@@ -76,16 +76,18 @@ class EmbeddedJob:
             schedule_dir=self.schedule_dir,
         )
         self.agent = agent.start()
-        self._point_workers_at(self.agent.url, self.agent.token)
+        self._point_workers_at(self.agent.url, self.agent.worker_token)
         try:
             self.runtime = JobRuntime(
                 self.job.spec,
                 self.spark,
                 checkpoint=str(self.workdir / "checkpoint"),
                 name=_query_name(self.job.name),
-                feed=AgentFeed(self.agent.url, self.agent.token, job_snapshot(self.job.spec)),
+                feed=AgentFeed(
+                    self.agent.url, self.agent.worker_token, job_snapshot(self.job.spec)
+                ),
                 recording_dir=str(self.schedule_dir) if self.schedule_dir else None,
-                agent=AgentDriverChannel(self.agent.url, self.agent.token),
+                agent=AgentDriverChannel(self.agent.url, self.agent.driver_token),
             )
             if self.schedule_dir is not None:
                 self.schedule_dir.mkdir(parents=True, exist_ok=True)

@@ -349,12 +349,13 @@ class PodRun:
         if "httpGet" in probe:
             action = probe["httpGet"]
             port = self._port(action.get("port", 80))
-            url = f"http://{LOCALHOST}:{port}{action.get('path', '/')}"
+            scheme = str(action.get("scheme", "HTTP")).lower()  # HTTPS: unverified, as kubelets
+            url = f"{scheme}://{LOCALHOST}:{port}{action.get('path', '/')}"
             try:
                 client_timeout = aiohttp.ClientTimeout(total=timeout)
                 async with (
                     aiohttp.ClientSession(timeout=client_timeout) as session,
-                    session.get(url) as response,
+                    session.get(url, ssl=False) as response,
                 ):
                     return 200 <= response.status < 400
             except (aiohttp.ClientError, TimeoutError, OSError):

@@ -10,6 +10,7 @@ import asyncio
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -22,12 +23,26 @@ from aiohttp import web
 from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import StreamJob
 from swivel.jobs.agent.app import create_app
+from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 
 ROOT = Path(__file__).resolve().parents[3]
 JOB_PATH = ROOT / "examples" / "fraud-detection" / "streamjob.yaml"
-TOKEN = "test-token-7f3a"
+TOKEN = "test-token-7f3a"  # the operator's
+DRIVER_TOKEN = role_token(TOKEN, Role.DRIVER)
+WORKER_TOKEN = role_token(TOKEN, Role.WORKER)
+AUTO = "<the token of the role that calls the route>"
+
+
+def token_for(path: str) -> str:
+    """The credential of the role that calls `path`: the driver's, a worker's, else the
+    operator's (jobs/agent/app.py ROUTES)."""
+    if path.startswith("/v1/driver/"):
+        return DRIVER_TOKEN
+    if path.startswith("/v1/control/"):
+        return WORKER_TOKEN
+    return TOKEN
 
 
 class AgentServer:
@@ -75,16 +90,23 @@ def http(
     url: str,
     method: str = "GET",
     body: Any = None,
-    token: str | None = TOKEN,
+    token: str | None = AUTO,
     raw: bytes | None = None,
+    *,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any, dict[str, str]]:
-    """(status, parsed JSON body or text, headers) of one request."""
+    """(status, parsed JSON body or text, headers) of one request; by default with the
+    credential of the role that calls the route (`token_for`)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(url, data=data, method=method)
+    if token == AUTO:
+        token = token_for(urllib.parse.urlsplit(url).path)
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     if data is not None:
         request.add_header("Content-Type", "application/json")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             status, payload, headers = response.status, response.read(), dict(response.headers)
@@ -94,6 +116,13 @@ def http(
         return status, json.loads(payload), headers
     except ValueError:
         return status, payload.decode(), headers
+
+
+def register(url: str, pid: int, operators: str = "") -> None:
+    """Make `pid` a registered worker, as its control client's first watch does (the agent
+    refuses acks of a pid that never long-polled)."""
+    status, _, _ = http(f"{url}/v1/control/watch?pid={pid}&operators={operators}&timeout=0")
+    assert status in (200, 304)
 
 
 def swap_model_body(name: str = "swap-model", scheduler: str = "fries") -> dict[str, Any]:

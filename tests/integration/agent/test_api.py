@@ -10,6 +10,8 @@ import yaml
 
 from swivel.jobs.agent.app import OPENAPI_PATH, ROUTES, create_app
 
+from .conftest import register
+
 
 def test_health_needs_no_token_but_everything_else_does(agent: Any, call: Any) -> None:
     assert call(agent.url + "/healthz", token=None)[0] == 200
@@ -165,9 +167,10 @@ def test_a_bad_ack_field_is_400_naming_it_and_nothing_of_the_body_applies(
 def test_metrics_are_exposed(agent: Any, call: Any, swap_model: Any) -> None:
     call(agent.url + "/v1/plans", "POST", swap_model())
     acks = [
-        {"pid": 7, "operator": op, "version": 2, "configVersion": 2, "at": 0}
+        {"pid": 7, "operator": op, "version": 2, "configVersion": 2}
         for op in ("combine", "customer-detector")
     ]
+    register(agent.url, 7)
     call(agent.url + "/v1/control/acks", "POST", acks)
     status, text, headers = call(agent.url + "/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
@@ -189,7 +192,7 @@ def _documented_routes(document: dict[str, Any]) -> set[tuple[str, str]]:
 
 def test_openapi_documents_every_route_and_nothing_else(agent: Any, call: Any) -> None:
     document = yaml.safe_load(Path(OPENAPI_PATH).read_text(encoding="utf-8"))
-    served = {(method, path) for method, path, _ in ROUTES}
+    served = {(method, path) for method, path, _, _ in ROUTES}
     assert _documented_routes(document) == served
     app = create_app(agent.hub, "another-token")
     router = {
@@ -215,9 +218,10 @@ def test_a_repeated_idempotency_key_gets_the_same_plan_even_after_a_restart(
     assert (status, again["id"]) == (200, first["id"])  # not 409 busy, not a second plan
     assert headers["Location"] == f"/v1/plans/{first['id']}"
     acks = [
-        {"pid": 7, "operator": op, "version": 2, "configVersion": 2, "at": 0}
+        {"pid": 7, "operator": op, "version": 2, "configVersion": 2}
         for op in ("customer-detector", "combine")
     ]
+    register(agent.url, 7)
     assert call(agent.url + "/v1/control/acks", "POST", acks)[0] == 202
     done = wait_for_phase(call, agent.url, first["id"], "Completed")
     agent.stop()

@@ -16,7 +16,7 @@ import pytest
 from swivel.api.streamjob import StreamJob
 from swivel.jobs.control import client as control
 from swivel.jobs.control.client import ControlClient
-from tests.integration.agent.conftest import TOKEN, AgentServer
+from tests.integration.agent.conftest import WORKER_TOKEN, AgentServer, register
 
 PARSE = "swivel.jobs.examples.fraud:parse"
 WORKER_PROCESS = textwrap.dedent(
@@ -36,7 +36,7 @@ def clients(agent: Any) -> Iterator[Callable[..., ControlClient]]:
     started: list[ControlClient] = []
 
     def start(pid: int, *operators: str) -> ControlClient:
-        worker = ControlClient(agent.url, "test-token-7f3a", pid=pid, watch_timeout_s=5)
+        worker = ControlClient(agent.url, WORKER_TOKEN, pid=pid, watch_timeout_s=5)
         for operator in operators:
             worker.register(operator)
         worker.start()
@@ -63,7 +63,7 @@ def test_long_poll_delivers_a_new_snapshot_to_every_worker_fast(
     agent: Any, clients: Any, call: Any, swap_model: Any
 ) -> None:
     threads = [clients(1000 + i, "customer-detector", "combine") for i in range(4)]
-    env = {**os.environ, "SWIVEL_AGENT_URL": agent.url, "SWIVEL_AGENT_TOKEN": "test-token-7f3a"}
+    env = {**os.environ, "SWIVEL_AGENT_URL": agent.url, "SWIVEL_AGENT_TOKEN": WORKER_TOKEN}
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER_PROCESS], env=env, stdout=subprocess.PIPE, text=True
@@ -169,7 +169,7 @@ def test_an_idle_head_switches_on_receipt(
 
 def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_model: Any) -> None:
     first = start_agent()
-    head = ControlClient(first.url, "test-token-7f3a", pid=3001, watch_timeout_s=1)
+    head = ControlClient(first.url, WORKER_TOKEN, pid=3001, watch_timeout_s=1)
     head.register("customer-detector")
     head.start()
     try:
@@ -191,6 +191,7 @@ def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_
         _wait_until(lambda: 3001 in _live_pids(second))
         assert head.current() is not None and head.current().config_version == 2
         ack = {"pid": 3002, "operator": "combine", "version": 2, "configVersion": 2}
+        register(second.url, 3002)
         call(second.url + "/v1/control/acks", "POST", [ack])
         _wait_until(lambda: call(f"{second.url}/v1/plans/{plan['id']}")[1]["phase"] == "Completed")
     finally:
@@ -201,7 +202,7 @@ def test_a_forked_child_gets_its_own_client_and_snapshot(
     agent: Any, call: Any, swap_model: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(control.ENV_URL, agent.url)
-    monkeypatch.setenv(control.ENV_TOKEN, "test-token-7f3a")
+    monkeypatch.setenv(control.ENV_TOKEN, WORKER_TOKEN)
     control.reset()
     try:
         parent = control.get_client()
@@ -259,7 +260,7 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
         }
     )
     server = AgentServer(job, tmp_path / "state")
-    head = ControlClient(server.url, TOKEN, pid=4001, watch_timeout_s=5)
+    head = ControlClient(server.url, WORKER_TOKEN, pid=4001, watch_timeout_s=5)
     head.register("fm")
     try:
         head.start()
@@ -274,6 +275,7 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
         _wait_until(lambda: call(plan_url)[1]["progress"]["heads"]["fm"]["switched"] == 1)
         acks = [{"pid": 4002, "operator": op, "version": 2, "configVersion": 2}
                 for op in ("a", "b")]  # fmt: skip
+        register(server.url, 4002)
         assert call(server.url + "/v1/control/acks", "POST", acks)[0] == 202
         _wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
     finally:

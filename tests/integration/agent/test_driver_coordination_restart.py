@@ -18,7 +18,7 @@ from swivel.jobs.migration.driver import (
 from swivel.jobs.runtime.driver import AgentDriverChannel
 from tests.fakes_migration import FakeMover, FakeSpark
 
-from .conftest import TOKEN
+from .conftest import DRIVER_TOKEN
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def _replay(driver: Any, agent: Any, call: Any) -> list[dict[str, Any]]:
 
 def _start(agent: Any, **options: Any) -> Any:
     return start_migration_driver(
-        FakeSpark(), 16, lambda: None, agent.url, TOKEN, mover=FakeMover(), **options
+        FakeSpark(), 16, lambda: None, agent.url, DRIVER_TOKEN, mover=FakeMover(), **options
     )
 
 
@@ -84,7 +84,7 @@ def test_a_restarted_driver_takes_the_interval_up_from_the_agent(
     port = agent.port
     agent.stop()
     agent = start_agent(port, migrations=True)
-    assert agent_coordination_interval(AgentDriverChannel(agent.url, TOKEN)) == 12.5
+    assert agent_coordination_interval(AgentDriverChannel(agent.url, DRIVER_TOKEN)) == 12.5
     restarted = _start(agent)
     try:
         assert restarted.coordination_interval_s == 12.5  # not the 60 s default
@@ -112,4 +112,4 @@ def test_a_restarted_driver_takes_the_interval_up_from_the_agent(
 def test_no_agent_answer_means_the_default(start_agent: Any) -> None:
     agent = start_agent(migrations=True)
     agent.stop()  # nobody listens on its port now
-    assert agent_coordination_interval(AgentDriverChannel(agent.url, TOKEN)) is None
+    assert agent_coordination_interval(AgentDriverChannel(agent.url, DRIVER_TOKEN)) is None

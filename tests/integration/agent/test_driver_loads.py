@@ -15,7 +15,7 @@ from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
 from swivel.jobs.runtime.driver import AgentDriverChannel
 from tests.fakes_migration import FakeMover, FakeQuery
 
-from .conftest import TOKEN
+from .conftest import DRIVER_TOKEN
 
 
 class FakeMeasure:
@@ -47,7 +47,7 @@ def _driver(agent: Any, measure: FakeMeasure, interval_s: float) -> tuple[Migrat
         spark=None,
         bins=16,
         query=lambda: query,
-        agent=AgentDriverChannel(agent.url, TOKEN),
+        agent=AgentDriverChannel(agent.url, DRIVER_TOKEN),
         mover=mover,  # type: ignore[arg-type]
         coordination_interval_s=interval_s,
         measure_loads=measure,

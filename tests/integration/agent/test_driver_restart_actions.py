@@ -15,7 +15,7 @@ from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
 from tests.fakes_migration import FakeMover, FakeQuery, FakeSpark
 
-from .conftest import TOKEN
+from .conftest import DRIVER_TOKEN
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,7 @@ def driver_on(agent: Any, mover: FakeMover, query: FakeQuery | None = None) -> M
         FakeSpark(),
         mover.bins,
         lambda: query,
-        AgentDriverChannel(agent.url, TOKEN),
+        AgentDriverChannel(agent.url, DRIVER_TOKEN),
         mover=mover,  # type: ignore[arg-type]
     ).start()
 
@@ -140,7 +140,7 @@ class QuickChannel(AgentDriverChannel):
 def follow_restarts(agent: Any, started_with: int) -> int:
     """A fresh JobRuntime's action poller (query started with config `started_with`);
     the restarts it carried out."""
-    channel = QuickChannel(agent.url, TOKEN)
+    channel = QuickChannel(agent.url, DRIVER_TOKEN)
     runtime = JobRuntime(job=None, spark=None, checkpoint="", agent=channel)  # type: ignore[arg-type]
     object.__setattr__(channel, "runtime", runtime)
     runtime.started_config_version = started_with

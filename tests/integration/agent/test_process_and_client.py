@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,8 +77,13 @@ def test_the_cli_agent_serves_plans_to_the_client(agent_process: str, call: Any)
                 )
             except AgentRejected as error:
                 rejected = error
+            worker = role_token(TOKEN, Role.WORKER)  # what the agent derives for workers
+            status, _, _ = call(agent_process + "/v1/control/acks", "POST", [], token=TOKEN)
+            assert status == 403  # the operator's credential does not ack
+            call(agent_process + "/v1/control/watch?pid=1&timeout=0", token=worker)
             ack = [{"pid": 1, "operator": "combine", "version": 2, "configVersion": 2}]
-            call(agent_process + "/v1/control/acks", "POST", ack, token=TOKEN)
+            status, _, _ = call(agent_process + "/v1/control/acks", "POST", ack, token=worker)
+            assert status == 202
             done = await client.wait_for_completion(plan["id"], timeout_s=10)
             config = await client.get_config()
             assert config["operators"]["combine"]["version"] == 2

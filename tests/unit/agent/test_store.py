@@ -53,11 +53,26 @@ def test_saves_replace_the_file_and_leave_no_temporaries(tmp_path: Path) -> None
     assert json.loads(store.path.read_text())["configVersion"] == 3
 
 
-def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
-    store = StateStore(tmp_path)
-    store.path.write_text(json.dumps({"format": 99}))
-    with pytest.raises(ValueError, match="format"):
-        store.load()
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps({"format": 99}).encode(),  # another version's
+        b"{\"format\": 1, \"configVersion\": ",  # cut short
+        b"\xff\xfe\x00garbage",
+        b"[1, 2]",
+        json.dumps({"format": 1, "configVersion": "x"}).encode(),
+        b"[" * 100_000 + b"]" * 100_000,
+    ],
+)
+def test_a_corrupt_state_file_is_moved_aside_not_a_crash(tmp_path: Path, content: bytes) -> None:
+    store = StateStore(tmp_path, clock=lambda: 1700000000.0)
+    store.path.write_bytes(content)
+    assert store.load() is None  # the agent starts from the job spec
+    aside = tmp_path / "agent-state.json.corrupt-1700000000"
+    assert store.recovered_from == aside and aside.read_bytes() == content
+    assert not store.path.exists()
+    store.save(sample_state())  # and carries on
+    assert StateStore(tmp_path).load() is not None
 
 
 def test_only_recent_batches_are_kept() -> None:
