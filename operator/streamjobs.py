@@ -12,8 +12,7 @@
   pod that is missing (deleted by hand, or a predecessor's pod was still terminating when
   the job was created) is created again.
 - delete: the finalizer deletes the children (owner references would too, but an explicit
-  cleanup also works where garbage collection is slow or off), except the credentials
-  Secret: garbage collection removes it, so the operator needs no right to delete Secrets.
+  cleanup also works where garbage collection is slow or off).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.healthchecks import JobObservation, next_status
-from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.rendering import (
     RESTART_HASH_ANNOTATION,
@@ -73,9 +71,6 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
         )
     except ValidationError as error:
         raise SpecError(problems_from(error)) from None
-    refusal = installed_policy().refusal(job.spec.image)  # the installation's (images.py)
-    if refusal is not None:
-        raise SpecError.single("spec.image", refusal)
     refused = spec_problems(job.spec)  # functions outside the installation's allow-list
     if refused:
         raise SpecError(refused)
@@ -165,11 +160,10 @@ async def _gone(ctx: OperatorContext, ref: Ref) -> bool:
 
 def _invalid(body: Mapping[str, Any], patch: kopf.Patch, error: SpecError) -> None:
     message = str(error)
-    reason = "ImageRefused" if error.problems[0].field == "spec.image" else "InvalidSpec"
     patch.status["phase"] = "Failed"
     patch.status["message"] = message
-    events.emit(body, reason, message, warning=True)
-    metrics.FAILURES.labels("streamjob", reason).inc()
+    events.emit(body, "InvalidSpec", message, warning=True)
+    metrics.FAILURES.labels("streamjob", "InvalidSpec").inc()
 
 
 async def ensure(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
@@ -247,6 +241,7 @@ async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
     for api_version, kind, name in (
         ("v1", "Pod", names.driver_pod),
         ("v1", "Service", names.service),
+        ("v1", "Secret", names.token_secret),
         ("v1", "ConfigMap", names.executor_template),
         ("v1", "ConfigMap", names.job_config),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", names.service_account),
