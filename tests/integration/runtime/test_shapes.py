@@ -114,9 +114,11 @@ def by_record(rows: list[dict]) -> dict[str, list[tuple[str, str]]]:
     return seen
 
 
-def test_the_planner_gives_the_diamond_one_component_with_two_heads() -> None:
+def test_the_planner_heads_the_diamond_at_its_fan_out() -> None:
+    # parse copies each payment to both branches (Fries Def. 5.2: one-to-many), so the
+    # switch starts above the copies; parse runs in the branches' one pass (no split).
     assert mcs_components(diamond_job(), tuple(SWAP)) == [
-        (["small", "large"], ["small", "large", "merge", "detector"])
+        (["parse"], ["parse", "small", "large", "merge", "detector"])
     ]
 
 
