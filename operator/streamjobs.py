@@ -12,13 +12,14 @@
   pod that is missing (deleted by hand, or a predecessor's pod was still terminating when
   the job was created) is created again.
 - delete: the finalizer deletes the children (owner references would too, but an explicit
-  cleanup also works where garbage collection is slow or off).
+  cleanup also works where garbage collection is slow or off), except the credentials
+  Secret: garbage collection removes it, so the operator needs no right to delete Secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,6 @@ from pydantic import ValidationError
 
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
-from swivel.api.functions import spec_problems
 from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.operator import events, metrics
@@ -36,17 +36,17 @@ from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.healthchecks import JobObservation, next_status
+from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.rendering import (
     RESTART_HASH_ANNOTATION,
     SINK_ANNOTATION,
     Names,
     Owner,
-    job_credentials,
     name_problems,
     render_children,
     restart_refusal,
-    secret_outdated,
+    token_of,
 )
 
 PLURAL = "streamjobs"
@@ -71,9 +71,9 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
         )
     except ValidationError as error:
         raise SpecError(problems_from(error)) from None
-    refused = spec_problems(job.spec)  # functions outside the installation's allow-list
-    if refused:
-        raise SpecError(refused)
+    refusal = installed_policy().refusal(job.spec.image)  # the installation's (images.py)
+    if refusal is not None:
+        raise SpecError.single("spec.image", refusal)
     return job
 
 
@@ -89,10 +89,9 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
     replaced, or `refused: <why>` (a restart that could not resume, `restart_refusal`)."""
     cluster, names = ctx.cluster, Names(owner.name)
     secret = await cluster.get(Ref("v1", "Secret", owner.namespace, names.token_secret))
-    credentials = job_credentials(secret, owner)  # kept once issued; TLS added to an old one
+    token = (token_of(secret) if secret else None) or secrets.token_hex(32)
     outcome = "kept"
-    peer = os.environ.get("POD_NAMESPACE")  # the operator's: let into the agent port
-    for child in render_children(job, owner, credentials, operator_namespace=peer):
+    for child in render_children(job, owner, token):
         if child["kind"] == "Pod":
             outcome = await _ensure_pod(ctx, child, job)
             continue
@@ -102,7 +101,7 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
             if failure.status != 409:
                 raise
             # The token is never rotated; a claim's spec is immutable once bound.
-            if child["kind"] not in CREATED_ONCE or secret_outdated(secret, child):
+            if child["kind"] not in CREATED_ONCE:
                 body = {k: v for k, v in child.items() if k not in ("apiVersion", "kind")}
                 await cluster.patch(Ref.of(child), body)
     return outcome
@@ -160,10 +159,11 @@ async def _gone(ctx: OperatorContext, ref: Ref) -> bool:
 
 def _invalid(body: Mapping[str, Any], patch: kopf.Patch, error: SpecError) -> None:
     message = str(error)
+    reason = "ImageRefused" if error.problems[0].field == "spec.image" else "InvalidSpec"
     patch.status["phase"] = "Failed"
     patch.status["message"] = message
-    events.emit(body, "InvalidSpec", message, warning=True)
-    metrics.FAILURES.labels("streamjob", "InvalidSpec").inc()
+    events.emit(body, reason, message, warning=True)
+    metrics.FAILURES.labels("streamjob", reason).inc()
 
 
 async def ensure(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
@@ -241,7 +241,6 @@ async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
     for api_version, kind, name in (
         ("v1", "Pod", names.driver_pod),
         ("v1", "Service", names.service),
-        ("v1", "Secret", names.token_secret),
         ("v1", "ConfigMap", names.executor_template),
         ("v1", "ConfigMap", names.job_config),
         ("rbac.authorization.k8s.io/v1", "RoleBinding", names.service_account),

@@ -21,7 +21,6 @@ CLUSTER = "*cluster*"
 NAMESPACE = "swivel-system"
 
 WATCH = ("get", "list", "watch")
-MANAGE = (*WATCH, "create", "patch", "update", "delete")
 
 
 def rights(groups: Iterable[str], resources: Iterable[str], verbs: Iterable[str]) -> set[Right]:
@@ -37,23 +36,28 @@ def driver_rights() -> set[Right]:
     return granted
 
 
-# What the operator calls (docs/operator.md), plus what it must hold to grant the driver Role.
+# What the operator calls (docs/security.md names the call behind each verb), plus what it
+# must hold to grant the driver Role. Exact: a verb the code does not use fails the test.
 OPERATOR_NEEDS: set[Right] = (
-    rights(
-        ["swivel.dev"], ["streamjobs", "reconfigurations"], [*WATCH, "create", "patch", "update"]
-    )
+    # kopf watches and patches both kinds; the operator gets one by name and creates
+    # Reconfigurations (edits, policies).
+    rights(["swivel.dev"], ["streamjobs"], [*WATCH, "patch"])
+    | rights(["swivel.dev"], ["reconfigurations"], [*WATCH, "create", "patch"])
+    | rights(["swivel.dev"], ["streamjobs/status", "reconfigurations/status"], ["patch"])
+    # blockOwnerDeletion on every child (OwnerReferencesPermissionEnforcement)
+    | rights(["swivel.dev"], ["streamjobs/finalizers"], ["update"])
+    # the driver pod: get, create, delete (replacement, finalizer)
+    | rights([""], ["pods"], ["get", "create", "delete"])
+    # create, or patch on 409; deleted by the finalizer
+    | rights([""], ["services", "configmaps", "serviceaccounts"], ["create", "patch", "delete"])
     | rights(
-        ["swivel.dev"],
-        [
-            f"{kind}/{sub}"
-            for kind in ("streamjobs", "reconfigurations")
-            for sub in ("status", "finalizers")
-        ],
-        ["get", "patch", "update"],
+        ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create", "patch", "delete"]
     )
-    | rights([""], ["pods", "services", "configmaps", "secrets", "serviceaccounts"], MANAGE)
-    | rights(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], MANAGE)
-    | rights(["", "events.k8s.io"], ["events"], ["create", "patch"])
+    | rights([""], ["persistentvolumeclaims"], ["create", "delete"])  # created once
+    # the job's credentials: read by name, created once, patched when outdated; collected
+    # by the garbage collector, never listed, watched or deleted by the operator
+    | rights([""], ["secrets"], ["get", "create", "patch"])
+    | rights([""], ["events"], ["create"])  # kopf posts core v1 Events
 )
 CRD_DISCOVERY: set[Right] = rights(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH)
 
@@ -166,3 +170,24 @@ def test_peering_rights_only_without_standalone(
 def test_secrets_are_not_in_the_cluster_scope_when_namespaced(render: Render) -> None:
     cluster = granted(render()).get(CLUSTER, set())
     assert not [r for r in cluster if r[1] == "secrets"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_secrets_are_read_by_name_only_in_every_mode(render: Render, mode: str) -> None:
+    """No list or watch (no enumerating, no bulk read of a namespace's Secrets), no delete, no
+    update; cluster-wide mode grants the same three verbs cluster-wide (docs/security.md)."""
+    for scope, held in granted(render(MODES[mode])).items():
+        verbs = {verb for group, resource, verb in held if resource == "secrets"}
+        if scope == CLUSTER and not MODES[mode].get("watch", {}).get("clusterWide"):
+            assert verbs == set()
+        else:
+            assert verbs == {"get", "create", "patch"}, (mode, scope)
+
+
+def test_the_driver_role_is_pods_only() -> None:
+    """The driver manages executor pods and nothing else: no Secrets, ConfigMaps, Services or
+    claims (operator/access.py configures Spark so it calls no more)."""
+    assert {resource for _, resource, _ in driver_rights()} == {"pods"}
+    assert {verb for _, _, verb in driver_rights()} == {
+        "get", "list", "watch", "create", "delete", "deletecollection"
+    }  # fmt: skip

@@ -59,43 +59,56 @@ app.kubernetes.io/part-of: swivel
 
 {{/*
 The operator's rights, shared by the ClusterRole (cluster-wide) and the per-namespace Roles.
-Least privilege: named verbs and resources only, no wildcards. docs/packaging.md explains
-every rule; docs/operator.md lists what the handlers call.
+Least privilege: named verbs and resources only, no wildcards, each verb one the operator's
+code (or kopf for it) calls; docs/security.md lists the call behind every verb, and
+tests/chart/test_rbac.py and tests/integration/operator/test_least_privilege.py hold the
+chart to it.
 */}}
 {{- define "swivel.rules" -}}
-# StreamJobs and Reconfigurations: watched by kopf, patched for status and finalizers;
-# create for the Reconfigurations that policies (rebalance, memory, AIMD) generate.
+# StreamJobs: kopf lists and watches them and patches their finalizers and annotations;
+# the operator reads one by name (a Reconfiguration's job).
 - apiGroups: ["swivel.dev"]
-  resources: ["streamjobs", "reconfigurations"]
-  verbs: ["get", "list", "watch", "create", "patch", "update"]
+  resources: ["streamjobs"]
+  verbs: ["get", "list", "watch", "patch"]
+# Reconfigurations: the same, plus create for those edits and policies generate.
 - apiGroups: ["swivel.dev"]
-  resources:
-    - streamjobs/status
-    - streamjobs/finalizers
-    - reconfigurations/status
-    - reconfigurations/finalizers
-  verbs: ["get", "patch", "update"]
-# The children of a StreamJob: driver Pod, Service, ConfigMaps (job, executor pod template),
-# Secret (agent token), ServiceAccount. The Role each driver gets (operator/rendering.py
-# DRIVER_RULES: pods, services, configmaps, persistentvolumeclaims, with deletecollection)
-# must be held by the operator itself: Kubernetes refuses to let it grant more than it has.
+  resources: ["reconfigurations"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["swivel.dev"]
+  resources: ["streamjobs/status", "reconfigurations/status"]
+  verbs: ["patch"]
+# Children name their StreamJob as owner with blockOwnerDeletion, which the API server
+# (OwnerReferencesPermissionEnforcement) allows only to who may update its finalizers.
+- apiGroups: ["swivel.dev"]
+  resources: ["streamjobs/finalizers"]
+  verbs: ["update"]
+# The driver pod: read, created, replaced (deleted) by the operator. list, watch and
+# deletecollection only because the driver's Role (operator/access.py DRIVER_RULES) has
+# them: Kubernetes lets nobody grant a right it does not hold.
 - apiGroups: [""]
-  resources: ["pods", "services", "configmaps", "persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete", "deletecollection"]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete", "deletecollection"]
+# The other children: created (or patched when they exist), deleted by the finalizer.
 - apiGroups: [""]
-  resources: ["secrets", "serviceaccounts"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# The driver's Role and RoleBinding (it creates and deletes its executors).
+  resources: ["services", "configmaps", "serviceaccounts"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Kubernetes Events for every transition (kopf posts core events; both APIs allowed).
+  verbs: ["create", "patch", "delete"]
+# The checkpoint claim: created once, never patched, deleted by the finalizer.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "delete"]
+# The job's credentials Secret, read by its name only: created once, patched when an older
+# one lacks a newer field. No list or watch (nobody's Secrets are enumerated) and no delete
+# (garbage collection removes it with its StreamJob).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch"]
+# Kubernetes Events for every transition (kopf posts core v1 Events).
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end }}
 
 {{/* kopf peering objects, only when the operator runs without --standalone. */}}
@@ -110,4 +123,13 @@ every rule; docs/operator.md lists what the handlers call.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
+{{- end }}
+
+{{/* The images StreamJobs may run, comma-separated: imagePolicy.allowedImages, or the chart's own repository. */}}
+{{- define "swivel.allowedImages" -}}
+{{- if .Values.imagePolicy.allowedImages }}
+{{- .Values.imagePolicy.allowedImages | uniq | join "," }}
+{{- else }}
+{{- .Values.image.repository }}
+{{- end }}
 {{- end }}
