@@ -251,3 +251,27 @@ def test_an_operators_workers_are_all_in_the_mcs_or_none(
     for op in dataflow.operators:
         inside = workers(op.name, op.parallelism) & plan.operators
         assert inside in (set(), workers(op.name, op.parallelism))
+
+
+def test_a_fan_out_makes_its_workers_one_to_many_but_hash_edges_do_not() -> None:
+    """Issue 10 at two workers: parse's workers copy to s1 and s2 (logical fan-out) and
+    head the component; payments' workers hash to two parse workers, one tuple each, so
+    they stay one-to-one and outside."""
+    names = ["payments", "parse", "s1", "s2", "u", "det"]
+    dataflow = Dataflow(
+        tuple(Operator(n, parallelism=2) for n in names),
+        (
+            Edge("payments", "parse", Partitioning.HASH),
+            Edge("parse", "s1", Partitioning.HASH),
+            Edge("parse", "s2"),
+            Edge("s1", "u", Partitioning.HASH),
+            Edge("s2", "u", Partitioning.HASH),
+            Edge("u", "det", Partitioning.HASH),
+        ),
+    )
+    plan = plan_mcs(parallelize(dataflow), worker_targets(dataflow, ["s1", "s2", "det"]))
+    assert [c.heads for c in plan.components] == [("parse#0", "parse#1")]
+    assert not plan.operators & workers("payments", 2)
+    assert count_channels(dataflow, ["s1", "s2", "det"]) == count_channels_materialised(
+        dataflow, ["s1", "s2", "det"]
+    )
