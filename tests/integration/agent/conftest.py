@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import threading
 import urllib.error
 import urllib.parse
@@ -48,7 +49,15 @@ def token_for(path: str) -> str:
 class AgentServer:
     """One agent on its own loop thread; `stop()` then a new one on the same port = restart."""
 
-    def __init__(self, job: StreamJob, state_dir: Path, port: int = 0, **hub_options: Any) -> None:
+    def __init__(
+        self,
+        job: StreamJob,
+        state_dir: Path,
+        port: int = 0,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        **hub_options: Any,
+    ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -57,12 +66,12 @@ class AgentServer:
             create_app(self.hub, TOKEN), access_log=None, shutdown_timeout=0.5
         )
         self._run(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=ssl_context)
         self._run(site.start())
         server = site._server
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     async def _make_hub(self, job: StreamJob, state_dir: Path, options: dict[str, Any]) -> Hub:
         return Hub(job.spec, job.name, store=StateStore(state_dir), **options)

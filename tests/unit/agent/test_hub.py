@@ -293,3 +293,44 @@ def test_a_body_with_one_bad_ack_applies_none_of_it(tmp_path: Path) -> None:
     assert [p.field for p in refused.value.problems] == ["[1].kind"]
     assert 2 not in agent.workers  # the good ack before it was not applied either
     assert agent.plan(record.id).switched == frozenset()
+
+
+def test_a_worker_not_seen_for_the_forget_time_is_forgotten(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock, worker_ttl_s=10, forget_after_s=40)
+    agent._register(1, ["combine"])
+    agent._register(2, ["combine"])
+    clock.now += 30
+    agent._register(2, [])  # seen again
+    clock.now += 15
+    agent.tick()
+    assert set(agent.workers) == {2}  # 1 last seen 45 s ago; 2 only 15 s ago
+
+
+def test_the_worker_registry_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from swivel.jobs.agent import hub as hub_module
+    from swivel.jobs.agent.wire import BodyRejected
+
+    monkeypatch.setattr(hub_module, "MAX_WORKERS", 3)
+    clock = Clock()
+    agent = hub(tmp_path, clock, worker_ttl_s=10, forget_after_s=40)
+    for pid in (1, 2, 3):
+        agent._register(pid, [])
+    with pytest.raises(BodyRejected) as refused:
+        agent._register(4, [])
+    assert refused.value.status == 429 and refused.value.problems[0].field == "pid"
+    clock.now += 41  # the old ones are forgotten: room again
+    agent._register(4, [])
+    assert set(agent.workers) == {4}
+
+
+def test_a_corrupt_state_file_starts_the_job_from_its_spec(tmp_path: Path) -> None:
+    clock = Clock()
+    (tmp_path / "agent-state.json").write_text('{"format": 1, "configVersion": 7')
+    agent = hub(tmp_path, clock)
+    assert agent.snapshot.config_version == 1
+    assert agent.state_recovered_from is not None
+    assert agent.state_recovered_from.name.startswith("agent-state.json.corrupt-")
+    assert "swivel_agent_state_recovered_total 1.0" in agent.metrics.exposition().decode()
+    agent.submit(body())  # and works on
+    assert hub(tmp_path, clock).snapshot.config_version == 2
