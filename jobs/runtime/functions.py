@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -96,7 +96,7 @@ def _import(ref: str, field: str) -> Callable[..., Any]:
         raise FunctionRefused(field, f"cannot import module {module_name!r}: {reason}") from None
     if not isinstance(module, types.ModuleType) or module.__name__ != module_name:
         raise FunctionRefused(field, f"{module_name!r} is not the module it names")
-    namespace = vars(module)
+    namespace: Mapping[str, Any] = vars(module)
     owner = f"module {module_name!r}"
     target: Any = None
     for depth, part in enumerate(parts):

@@ -1,7 +1,7 @@
 """The function allow-list: which `module:callable` references may ever run in a job.
 
 A reference names code that every Python worker will run, so it is the trust boundary of a
-StreamJob. The rule (issue 11, docs/security.md "Function references"):
+StreamJob. The rule (issue 11, docs/functions.md):
 
 - A reference is either exactly the value of an installed entry point of the group
   `swivel.functions`, or `module:name` / `module:Class.name` where `module` is an *allowed
