@@ -30,6 +30,7 @@ PLURALS = {
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "PersistentVolumeClaim": "persistentvolumeclaims",
+    "NetworkPolicy": "networkpolicies",
     "StreamJob": "streamjobs",
     "Reconfiguration": "reconfigurations",
 }

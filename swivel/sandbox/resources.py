@@ -128,6 +128,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _builtin("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _builtin("coordination.k8s.io", "v1", "leases", "Lease"),
+    _builtin("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
     _builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions",
              "CustomResourceDefinition", namespaced=False, status=True, short=("crd", "crds"),
              categories=("api-extensions",), generation=True, returns_object=True),

@@ -57,6 +57,7 @@ OPERATOR_NEEDS: set[Right] = (
     # the job's credentials: read by name, created once, patched when outdated; collected
     # by the garbage collector, never listed, watched or deleted by the operator
     | rights([""], ["secrets"], ["get", "create", "patch"])
+    | rights(["networking.k8s.io"], ["networkpolicies"], ["create", "patch"])  # per job
     | rights([""], ["events"], ["create"])  # kopf posts core v1 Events
 )
 CRD_DISCOVERY: set[Right] = rights(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH)

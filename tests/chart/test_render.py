@@ -50,6 +50,7 @@ def test_defaults_watch_the_release_namespace_only(render: Render) -> None:
         "ClusterRole",  # read-only CRD discovery
         "ClusterRoleBinding",
         "Deployment",
+        "NetworkPolicy",  # the operator pod's ingress: liveness and metrics ports only
         "Role",
         "RoleBinding",
         "Service",
@@ -259,3 +260,16 @@ def test_package_ships_the_chart_without_dev_files(tmp_path: Path) -> None:
     assert "swivel/crds/swivel.dev_streamjobs.yaml" in names
     assert "swivel/argocd/health-streamjob.lua" in names
     assert not [n for n in names if n.startswith(("swivel/hack/", "swivel/ci/"))]
+
+
+def test_the_operator_pod_takes_connections_on_its_probe_and_metrics_ports_only(
+    render: Render,
+) -> None:
+    policy = only(render(), "NetworkPolicy")
+    deployment = only(render(), "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == selector
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert {p["port"] for p in rule["ports"]} == {8080, 9090}
+    assert kinds(render({"networkPolicy": {"enabled": False}})).count("NetworkPolicy") == 0

@@ -105,6 +105,11 @@ chart to it.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "patch"]
+# Each job's NetworkPolicy (only its own pods and the operator reach it): created, or
+# patched when it exists; garbage-collected with its StreamJob.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "patch"]
 # Kubernetes Events for every transition (kopf posts core v1 Events).
 - apiGroups: [""]
   resources: ["events"]

@@ -9,9 +9,9 @@ Without loads nothing is created and an Event says why.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import secrets
+import ssl
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -24,11 +24,13 @@ from kubernetes import client
 
 from swivel.api.manifests import load_streamjob
 from swivel.jobs.agent.app import create_app
+from swivel.jobs.agent.auth import tls_context
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 from swivel.operator.agents import ClientAgentLink, TestingAgentLink
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
+from swivel.operator.credentials import JobCredentials
 from swivel.sandbox import SandboxThread
 
 from .conftest import ROOT, Harness, OperatorThread, wait_for
@@ -37,11 +39,24 @@ JOB = "fraud-detection"
 
 
 class Agent:
-    """A real agent on its own loop thread (the job's sidecar, minus the pod)."""
+    """A real agent on its own loop thread (the job's sidecar, minus the pod): it serves
+    HTTPS with the certificate of the job's Secret, as the sidecar does; `call` uses the
+    credential of the role that calls the route (the driver's for /v1/driver/*)."""
 
-    def __init__(self, token: str, state_dir: Path) -> None:
+    def __init__(self, credentials: JobCredentials, state_dir: Path) -> None:
         job = load_streamjob(ROOT / "examples" / "fraud-detection" / "streamjob.yaml")
-        self.token = token
+        self.credentials = credentials
+        state_dir.mkdir(parents=True, exist_ok=True)
+        assert credentials.cert_pem and credentials.key_pem and credentials.ca_pem
+        (state_dir / "tls.crt").write_text(credentials.cert_pem)
+        (state_dir / "tls.key").write_text(credentials.key_pem)
+        tls = tls_context(
+            {
+                "SWIVEL_AGENT_TLS_CERT": str(state_dir / "tls.crt"),
+                "SWIVEL_AGENT_TLS_KEY": str(state_dir / "tls.key"),
+            }
+        )
+        self._client_tls = ssl.create_default_context(cadata=credentials.ca_pem)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -50,12 +65,12 @@ class Agent:
             return Hub(job.spec, job.name, store=StateStore(state_dir), migrations=True)
 
         self.hub: Hub = self._run(make())
-        self._runner = web.AppRunner(create_app(self.hub, token), access_log=None)
+        self._runner = web.AppRunner(create_app(self.hub, credentials.token), access_log=None)
         self._run(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         self._run(site.start())
         assert site._server is not None and site._server.sockets
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
 
     def _run(self, coroutine: Any) -> Any:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
@@ -67,10 +82,12 @@ class Agent:
 
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
+        driver = path.startswith("/v1/driver/")
+        token = self.credentials.driver_token if driver else self.credentials.token
+        request.add_header("Authorization", f"Bearer {token}")
         request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=10, context=self._client_tls) as response:
                 status, payload = response.status, response.read()
         except urllib.error.HTTPError as error:
             status, payload = error.code, error.read()
@@ -122,7 +139,7 @@ def setup(
     agents: list[Agent] = []
 
     def url_for(namespace: str, job: str) -> str:
-        return agents[0].url if agents else "http://127.0.0.1:9"  # nothing listens on 9
+        return agents[0].url if agents else "https://127.0.0.1:9"  # nothing listens on 9
 
     ctx = OperatorContext(
         cluster=KubernetesCluster(api),
@@ -135,8 +152,9 @@ def setup(
         secret = wait_for(
             lambda: _secret(harness, f"{JOB}-agent-token"), 10, "the agent token Secret"
         )
-        token = base64.b64decode(secret.data["token"]).decode()
-        agents.append(Agent(token, tmp_path / "agent"))
+        credentials = JobCredentials.of_secret({"data": secret.data})
+        assert credentials is not None and credentials.tls  # the operator issued its certificate
+        agents.append(Agent(credentials, tmp_path / "agent"))
         return agents[0]
 
     try:
