@@ -25,7 +25,8 @@ function version and the new configuration version.
     that had started when the last head switched, so the moment is the end of the latest
     such batch (`oldRowsBatch`: the batch the driver last reported started, or the batch a
     head's processed ack names, whichever is later; its `completed` report ends it). If
-    that batch had already completed, nothing old is left;
+    that batch had already completed, nothing old is left. An agent no driver reports
+    batches to (tests, a driver without the channel) cannot know: it takes the last switch;
   * epoch and restart: the old version ran only in batches (or a query) that ended before
     the first new record, so their delay is the first new record at the last target.
 - **armed** (`armedMs`) = the request -> the last switch of a live worker hosting a target
@@ -337,6 +338,8 @@ def _note_old_rows(  # noqa: PLR0917 - the ack's fields and the driver's two bat
     """A head switched: rows it tagged before may sit in any batch that had started."""
     if operator not in record.heads or not tag_followers(record):
         return record
+    if running_batch is None and completed_batch is None:
+        return record  # no driver reports batches to this agent: no batch end to wait for
     candidates = [b for b in (running_batch, batch_id if kind != ARMED else None) if b is not None]
     if not candidates:
         return record

@@ -177,7 +177,7 @@ def test_a_head_that_is_no_target_must_switch_to_the_new_configuration_version()
                         config_version=1)  # fmt: skip
     assert old == record  # an ack under the old configuration is no switch
     record = record_switch(record, pid=1, operator="fan", version=1, at=100.3, batch_id=5,
-                           config_version=2)  # fmt: skip
+                           config_version=2, running_batch=5, completed_batch=4)  # fmt: skip
     assert not completion_due(record, expected)  # a and b follow tags: batch 5 holds old ones
     record = record_batch_end(record, 5, 100.5)
     assert completion_due(record, expected)
@@ -238,4 +238,10 @@ def test_without_tag_followers_no_batch_is_awaited() -> None:
     record = applying()  # fries, but no components: no heads, no tag-followers
     record = record_switch(record, pid=1, operator="head", version=2, at=100.1, batch_id=7,
                            running_batch=7, completed_batch=6)  # fmt: skip
+    assert record.old_rows_batch is None
+
+
+def test_an_agent_no_driver_reports_to_does_not_wait_for_a_batch_end() -> None:
+    record = _fries_component()
+    record = record_switch(record, pid=1, operator="head", version=2, at=100.02, batch_id=7)
     assert record.old_rows_batch is None
