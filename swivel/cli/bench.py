@@ -23,7 +23,7 @@ def command() -> None:
 @click.option("--size", type=click.Choice(["demo", "smoke"]), default="demo", hidden=True)
 @click.option("--surge-batch-s", type=float, default=4.0, hidden=True)
 @click.option("--after-s", type=float, default=3.0, hidden=True)
-@click.option("--schedulers", default="fries,epoch,restart,naive", hidden=True)
+@click.option("--schedulers", default="fries,epoch,restart,restart-warm,naive", hidden=True)
 @click.option("--no-overhead", is_flag=True, hidden=True)
 @click.option("--overhead-rounds", type=click.IntRange(1), default=None, hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)

@@ -6,6 +6,14 @@ merchants the generator draws, how expensive the expensive model is, and the inp
 surge is a rate above what the expensive model sustains: each micro-batch then holds the
 rows that arrived during the previous one, so batches grow longer batch after batch, and
 the swap to the cheap model drains the backlog.
+
+Two Spark settings shorten a live switch without changing the surge (docs/benchmarks.md,
+"Where the time goes"): one task slot per bin (`task_slots`, `local[N]`), so the tasks of a
+stage never wait in a second wave behind the first (a Fries switch takes effect only when
+the batch's stage behind the heads has run every old-tagged row: with two slots and four
+bins that stage ran in two waves, each paying a stateful task's start); and RocksDB
+changelog checkpointing, so a stateful task's commit writes a changelog instead of a
+snapshot of the store (every task of every stage pays it before the next stage starts).
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ class Sizing:
     merchants: int = 8
     work: int = 4000  # rounds of the expensive model per payment (~5 µs each: ~20 ms)
     trigger_ms: int = 500
-    max_records_per_arrow_batch: int = 16
+    max_records_per_arrow_batch: int = 64  # the runtime's default; checks come from slicing
+    task_slots: int = 4  # one per bin: no stage runs its tasks in waves
     overhead_rounds: int = 2  # control-channel measurement: (none, 100/s) phase pairs
     overhead_batches_per_phase: int = 5
     drain_batches: int = 3  # at most this many cheap batches between a trial and the swap back
@@ -46,7 +55,9 @@ SMOKE = Sizing(  # a surge a loaded 2-core machine still drains: CI checks shape
     overhead_rounds=1,
     overhead_batches_per_phase=2,
     drain_batches=1,
+    task_slots=2,
 )
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
@@ -69,6 +80,7 @@ def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
     spark_conf = {
         **job.spec.spark_conf,
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(sizing.max_records_per_arrow_batch),
+        CHANGELOG: "true",
     }
     spec = job.spec.model_copy(
         update={
@@ -79,6 +91,14 @@ def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
         }
     )
     return job.model_copy(update={"spec": spec})
+
+
+def with_task_slots(job: StreamJob, sizing: Sizing) -> StreamJob:
+    """`job` on a local master with `sizing.task_slots` task slots (the trials' session; the
+    control-channel measurement keeps its own two-slot session, since every Python worker
+    it adds is one more client the stand-in agent answers)."""
+    conf = {**job.spec.spark_conf, "spark.master": f"local[{sizing.task_slots}]"}
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"spark_conf": conf})})
 
 
 def swap_model() -> Reconfiguration:

@@ -3,19 +3,26 @@ the benchmark.
 
 A trial waits for the surge to make micro-batches long, requests the swap (expensive ->
 cheap model, combiner any -> both) at a random point inside a running batch, waits until
-the agent reports every target worker switched, lets the cheap model run for a while, then
-swaps back under fries so the next trial starts from the expensive model again. Function
-versions only grow, so every plan is its own update transaction in the recorded schedule,
-checked per trial (`verdicts.check_plan`) and for the whole run.
+the agent reports the plan completed, lets the cheap model run for a while, then swaps back
+under fries so the next trial starts from the expensive model again. Function versions only
+grow, so every plan is its own update transaction in the recorded schedule, checked per
+trial (`verdicts.check_plan`) and for the whole run; its *in-effect* delay is read off the
+same schedule (`effect.measure`).
 
-The surge: the query starts at a low rate (the first micro-batch pays for JVM and Python
-worker start-up) and is then restarted once, at a batch boundary, at the surge rate - a
-rate above what the expensive model sustains, so each batch holds what arrived during the
-previous one and batches grow until the swap drains the backlog.
+Schedulers: fries, epoch, naive (`schedulerOverride`), `restart` - the cold restart the
+Spark operators do, a new driver process from the checkpoint (`cold.ColdRestart`) - and
+`restart-warm`, the same-driver query restart.
+
+The surge: the query starts at the surge rate on the cheap model (which keeps up while the
+first micro-batches pay for JVM and Python worker start-up), then switches to the expensive
+model: a rate above what it sustains, so each batch holds what arrived during the previous
+one and batches grow until the swap drains the backlog (topped up by a pause where the
+machine keeps up: `wait_for_long_batches`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -25,19 +32,30 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from swivel.api.streamjob import StreamJob
+from swivel.embedded.cold import ColdRestart
+from swivel.embedded.effect import Effect, measure
 from swivel.embedded.running import EmbeddedJob
-from swivel.embedded.sizing import EXPENSIVE_OPERATOR, Sizing, swap_back, swap_model
+from swivel.embedded.sizing import (
+    EXPENSIVE_OPERATOR,
+    Sizing,
+    example_job,
+    swap_back,
+    swap_model,
+    with_task_slots,
+)
 from swivel.embedded.verdicts import check_plan
 
-SCHEDULERS = ("fries", "epoch", "restart", "naive")
-WARM_UP_RATE = 5
+SCHEDULERS = ("fries", "epoch", "restart", "restart-warm", "naive")
+COLD, WARM = "restart", "restart-warm"
+TOP_UP_AFTER = 4  # batches without a surge-length one before the surge is topped up
 
 
 @dataclass(frozen=True)
 class Trial:
     scheduler: str
     plan: dict[str, Any]
-    delay_ms: float | None
+    effect: Effect  # read off the recorded schedule
     requested_at: float
     completed_at: float
     batch_ms_before: float  # the last completed batch when the request was sent
@@ -45,31 +63,54 @@ class Trial:
     records: int
 
     @property
+    def delay_ms(self) -> float | None:
+        """The request -> in effect, from the schedule (docs/benchmarks.md)."""
+        return self.effect.delay_ms
+
+    def _plan_ms(self, key: str) -> float | None:
+        value = self.plan.get(key)
+        return float(value) if value is not None else None
+
+    @property
+    def agent_delay_ms(self) -> float | None:
+        """The agent's in-effect delay (its `delayMs`, from acks and batch ends)."""
+        return self._plan_ms("delayMs")
+
+    @property
+    def armed_ms(self) -> float | None:
+        """The request -> the last target or head worker holds the new version (agent)."""
+        return self._plan_ms("armedMs")
+
+    @property
     def first_switch_ms(self) -> float | None:
-        """Acceptance -> the first worker's switch (for fries: a head's next check)."""
-        timings = self.plan.get("timings") or {}
-        accepted, first = _epoch(timings.get("acceptedAt")), _epoch(timings.get("firstSwitchAt"))
-        return (first - accepted) * 1000.0 if accepted is not None and first is not None else None
+        """The request -> the first worker's switch (for fries: a head's next check)."""
+        first = epoch_seconds((self.plan.get("timings") or {}).get("firstSwitchAt"))
+        return (first - self.requested_at) * 1000.0 if first is not None else None
 
     @property
     def propagation_ms(self) -> float | None:
-        """Acceptance -> the new versions had processed records at every target (for a
-        Fries non-head behind a shuffle: when the upstream stage of the batch ended)."""
-        value = self.plan.get("propagationMs")
-        return float(value) if value is not None else None
+        """The request -> the new versions had processed records at every target."""
+        return self._plan_ms("propagationMs")
 
     def summary(self) -> dict[str, Any]:
         return {
             "scheduler": self.scheduler,
             "plan": self.plan.get("id"),
             "phase": self.plan.get("phase"),
-            "delay_ms": self.delay_ms,
-            "first_switch_ms": self.first_switch_ms,
-            "propagation_ms": self.propagation_ms,
+            "delay_ms": _round(self.delay_ms),
+            "armed_ms": _round(self.armed_ms),
+            "agent_delay_ms": _round(self.agent_delay_ms),
+            "first_switch_ms": _round(self.first_switch_ms),
+            "propagation_ms": _round(self.propagation_ms),
             "batch_ms_before": self.batch_ms_before,
             "violations": self.violations,
             "records": self.records,
+            **self.effect.summary(),
         }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 class AgentCalls:
@@ -119,15 +160,16 @@ class TrialRunner:
         self.runtime = embedded.runtime
         self.events: list[tuple[str, float, float]] = []  # (scheduler, requested, completed)
         self.surge_started_at: float | None = None
+        self.top_ups = 0  # pauses that rebuilt the surge (`wait_for_long_batches`)
 
     def start_surge(self, warm_up_batches: int = 2, timeout_s: float = 300.0) -> None:
-        """After the warm-up batches, restart the query at the surge rate."""
+        """After the warm-up batches (the cheap model keeps up with the surge rate while
+        Spark starts its Python workers), switch to the expensive model: the surge begins
+        from short batches, as it does again after every trial's swap back."""
         self.runtime.wait_for_batches(warm_up_batches, timeout_s)
-        job = self.runtime.job
-        source = job.source.model_copy(update={"rows_per_second": self.sizing.rows_per_second})
-        self.runtime.job = job.model_copy(update={"source": source})
-        self.runtime.restart()
         self.surge_started_at = time.time()
+        expensive = self.agent.submit({"name": "surge", "spec": swap_back(self.sizing)})
+        self.agent.wait(expensive["id"])
 
     def _last_batch_ms(self) -> float:
         progress = self.runtime.progress
@@ -136,21 +178,45 @@ class TrialRunner:
     def wait_for_long_batches(self, timeout_s: float | None = None) -> float:
         """Until a batch took `surge_batch_s`; then a random point inside the next one.
 
-        On a machine fast enough that batches never get that long, go after ~15 of them."""
+        Every scheduler must swap inside a batch of the same length, or their delays are not
+        comparable. The first trial meets the surge's own backlog; on a machine that keeps up
+        with the surge rate between trials, batches stop growing below `surge_batch_s`, so
+        after `TOP_UP_AFTER` batches that do not reach it the surge is topped up: the query
+        stops at a boundary for about one surge batch and resumes from its checkpoint, and
+        the rate source delivers the rows of the pause in the next batch (what a burst of
+        traffic does). With `surge_batch_s` 0 (the smoke test) the next batch is taken."""
         if timeout_s is None:
             timeout_s = max(30.0, 15 * self.surge_batch_s)
         deadline = time.monotonic() + timeout_s
-        seen = len(self.runtime.progress)
+        seen = started = len(self.runtime.progress)
+        topped_up = False
         while True:
             progress = self.runtime.progress
             if len(progress) > seen and self._last_batch_ms() >= self.surge_batch_s * 1000:
                 break
+            if len(progress) - started >= TOP_UP_AFTER and not topped_up:
+                self._top_up()
+                topped_up, seen = True, len(self.runtime.progress)
+                deadline = time.monotonic() + timeout_s
             if time.monotonic() > deadline:
                 break  # the machine is fast today: go with the batches it has
             time.sleep(0.02)
         last_ms = self._last_batch_ms()
         time.sleep(random.uniform(0.1, 0.7) * last_ms / 1000.0)
         return last_ms
+
+    def _top_up(self) -> None:
+        """Pause the query for one surge batch's worth of rows at the expensive model's pace
+        (measured on the last batches), then resume it from the checkpoint."""
+        recent = [p for p in self.runtime.progress[-TOP_UP_AFTER:] if p.get("durationMs")]
+        rows = sum(int(p.get("numInputRows") or 0) for p in recent)
+        seconds = sum(float(p["durationMs"]) for p in recent) / 1000.0
+        pace = rows / seconds if rows and seconds else float(self.sizing.rows_per_second)
+        pause_s = 1.2 * self.surge_batch_s * pace / self.sizing.rows_per_second
+        self.runtime.stop_at_boundary()
+        time.sleep(min(max(pause_s, 0.0), 4 * self.surge_batch_s))
+        self.runtime.start()
+        self.top_ups += 1
 
     def _wait_for_drain(self, timeout_s: float = 60.0) -> None:
         """Until the cheap model has worked the backlog off (a short batch, or a few batches
@@ -165,17 +231,24 @@ class TrialRunner:
             time.sleep(0.05)
 
     def trial(self, scheduler: str, after_s: float) -> Trial:
-        before_ms = self.wait_for_long_batches()
         spec = swap_model().spec.to_manifest()
         body: dict[str, Any] = {"name": f"swap-model-{scheduler}", "spec": spec}
         if scheduler == "naive":
             body["schedulerOverride"] = "naive"
         else:
-            spec["scheduler"] = scheduler
-        requested = time.time()
-        body["requestedAt"] = requested
-        plan = self.agent.wait(self.agent.submit(body)["id"])
-        completed = time.time()
+            spec["scheduler"] = "restart" if scheduler in (COLD, WARM) else scheduler
+        cold = None
+        if scheduler == COLD:
+            manifest = self.embedded.job.model_copy(update={"spec": self.runtime.job})
+            cold = ColdRestart(self.runtime, manifest.to_manifest(), self.embedded.workdir)
+        with cold or contextlib.nullcontext():
+            before_ms = self.wait_for_long_batches()
+            requested = time.time()
+            body["requestedAt"] = requested
+            plan = self.agent.wait(self.agent.submit(body)["id"])
+            completed = time.time()
+            if cold is not None:
+                cold.release()  # measured: back to this driver (the wait below sees it)
         self.events.append((scheduler, requested, completed))
         time.sleep(after_s)  # the cheap model at work: the "after" latency
         self._wait_for_drain()
@@ -195,10 +268,11 @@ class TrialRunner:
         versions = {op: (int(s["version"]) - 1, int(s["version"])) for op, s in targets.items()}
         assert self.embedded.schedule_dir is not None
         verdict = check_plan(self.embedded.schedule_dir, int(plan["configVersion"]), versions)
+        effect = measure(self.embedded.schedule_dir, versions, requested, until=completed + 1.0)
         return Trial(
             scheduler=scheduler,
             plan=plan,
-            delay_ms=plan.get("delayMs"),
+            effect=effect,
             requested_at=requested,
             completed_at=completed,
             batch_ms_before=before_ms,
@@ -207,8 +281,14 @@ class TrialRunner:
         )
 
 
-def _epoch(stamp: str | None) -> float | None:
+def epoch_seconds(stamp: str | None) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+
+
+def surge_job(sizing: Sizing) -> StreamJob:
+    """The job the demo and the benchmark start: the example at the surge rate on the cheap
+    model (`TrialRunner.start_surge` switches to the expensive one), one slot per bin."""
+    return with_task_slots(example_job(sizing, model="cheap"), sizing)
 
 
 def latency_rows(embedded: EmbeddedJob) -> Any:
