@@ -56,9 +56,13 @@ from dataclasses import dataclass
 
 from swivel.api.dataflow import OperatorKind, OperatorSpec
 from swivel.api.streamjob import StreamJobSpec
-from swivel.controllers.graph import Partitioning
-
-SYSTEM_PREFIX = "_swivel_"
+from swivel.jobs.runtime.refusals import (
+    CompileError,
+    check_operator,
+    field_of,
+    hash_key,
+    merged_columns,
+)
 
 __all__ = [
     "BlockingStep",
@@ -69,13 +73,6 @@ __all__ = [
     "merged_columns",
     "plan_shape",
 ]
-
-
-class CompileError(ValueError):
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -127,10 +124,6 @@ class Shape:
     function_operators: int
 
 
-def _field(name: str, suffix: str = "") -> str:
-    return f"spec.dataflow.operators[{name}]{suffix}"
-
-
 def plan_shape(job: StreamJobSpec) -> Shape:
     """Check the dataflow and cut it into steps (see the module doc); CompileError if refused."""
     ops = job.dataflow.operators
@@ -150,7 +143,7 @@ def plan_shape(job: StreamJobSpec) -> Shape:
         )
     sinks = [op.name for op in ops if op.kind is OperatorKind.SINK]
     for op in ops:
-        _check_operator(op, consumers[op.name])
+        check_operator(op, consumers[op.name])
     if not sinks:
         raise CompileError("spec.dataflow.operators", "the dataflow needs a sink operator")
 
@@ -172,75 +165,6 @@ def plan_shape(job: StreamJobSpec) -> Shape:
         splits=splits,
         function_operators=function_operators,
     )
-
-
-def _check_operator(op: OperatorSpec, consumers: Sequence[str]) -> None:
-    name = op.name
-    if op.kind is OperatorKind.SINK:
-        if consumers:
-            raise CompileError(_field(name), f"a sink feeds nothing (it feeds {list(consumers)})")
-        return
-    if not consumers:
-        raise CompileError(
-            _field(name),
-            f"{op.kind.value} operator {name!r} feeds nothing: end every branch in a sink",
-        )
-    if op.kind is OperatorKind.SOURCE:
-        return
-    if op.kind is OperatorKind.JOIN:
-        raise CompileError(
-            _field(name, ".kind"), "stream-stream joins are not supported by the runtime"
-        )
-    for position, edge in enumerate(op.inputs):
-        if edge.partitioning is Partitioning.BROADCAST:
-            raise CompileError(
-                _field(name, f".inputs[{position}].partitioning"),
-                "broadcast edges are not supported: in one query a broadcast means every row "
-                "reaches every worker of the consumer, which only a join would use (and "
-                "stream-stream joins are not supported)",
-            )
-    if op.function is None and op.kind is not OperatorKind.UNION:
-        reason = "needs a function"
-        if op.kind is OperatorKind.REPLICATE:
-            reason += (
-                " (a replicate can head a Fries component, and only an operator's Python "
-                "code stamps the tag; an identity function is enough)"
-            )
-        raise CompileError(_field(name, ".function"), reason)
-    if op.kind is OperatorKind.KEYED:
-        if not op.key:
-            raise CompileError(_field(name, ".key"), "a keyed operator needs a key")
-        for position, edge in enumerate(op.inputs):
-            if edge.partitioning is Partitioning.HASH and edge.key not in (None, op.key):
-                raise CompileError(
-                    _field(name, f".inputs[{position}].key"),
-                    f"a keyed operator's state is binned by its key {op.key!r}; a hash edge "
-                    f"by {edge.key!r} would be reshuffled anyway",
-                )
-        return
-    _hash_key(op)  # checks mixed / inconsistent hash edges
-
-
-def _hash_key(op: OperatorSpec) -> str | None:
-    """The key a stateless operator's input is repartitioned by (None: forward in-edges)."""
-    hashed = [(i, e) for i, e in enumerate(op.inputs) if e.partitioning is Partitioning.HASH]
-    if not hashed:
-        return None
-    if len(hashed) != len(op.inputs):
-        raise CompileError(
-            _field(op.name, ".inputs"),
-            "mixes hash and forward in-edges; a merge is repartitioned as a whole, so make "
-            "them all hash (same key) or all forward",
-        )
-    keys = {edge.key or op.key for _, edge in hashed}
-    if None in keys:
-        position = next(i for i, e in hashed if not (e.key or op.key))
-        raise CompileError(_field(op.name, f".inputs[{position}].key"), "a hash edge needs a key")
-    if len(keys) > 1:
-        raise CompileError(
-            _field(op.name, ".inputs"), f"hash edges on different keys {sorted(map(str, keys))}"
-        )
-    return next(iter(keys))
 
 
 def _topological(ops: Sequence[OperatorSpec], inputs: Mapping[str, tuple[str, ...]]) -> list[str]:
@@ -295,7 +219,7 @@ def _steps(
             emitted.append(("blocking", name))
             continue
         ins = inputs[name]
-        hashed = _hash_key(op)
+        hashed = hash_key(op)
         joined: int | None = None
         if hashed is None:
             joined = _joinable(ins, groups, group_of, by_producer)
@@ -319,7 +243,7 @@ def _steps(
             continue
         if kind == "blocking":
             assert isinstance(ref, str)
-            steps.append(BlockingStep(ref, by_name[ref].key or _hash_key(by_name[ref])))
+            steps.append(BlockingStep(ref, by_name[ref].key or hash_key(by_name[ref])))
             continue
         assert isinstance(ref, int)
         steps.extend(_regions(groups[ref], inputs, consumers))
@@ -461,7 +385,7 @@ def _splits(
         for name in sorted(_ancestors_or_self(frame, inputs)):
             if by_name[name].kind is OperatorKind.KEYED:
                 raise CompileError(
-                    _field(name),
+                    field_of(name),
                     f"keyed operator {name!r} would run once per reader of {frame!r}'s output "
                     f"({list(split_readers)}): Spark evaluates a shared input once per "
                     "branch, so its state would be kept twice. Merge the branches below "
@@ -479,39 +403,3 @@ def _ancestors_or_self(name: str, inputs: Mapping[str, tuple[str, ...]]) -> set[
                 seen.add(parent)
                 stack.append(parent)
     return seen
-
-
-def merged_columns(
-    merge: str, inputs: Sequence[tuple[str, Sequence[tuple[str, str]]]]
-) -> tuple[tuple[str, str], ...]:
-    """The columns (name, type) of a merge of `inputs` [(field, columns)], first input's order.
-
-    Every input must carry the same user columns with the same types, else CompileError
-    on that input's field; `_swivel_*` columns are the union over the inputs (missing ones
-    become nulls), appended in order of appearance.
-    """
-    first_field, first = inputs[0]
-    merged = list(first)
-    types = dict(first)
-    user = {c for c, _ in first if not c.startswith(SYSTEM_PREFIX)}
-    for field_name, columns in inputs[1:]:
-        mine = dict(columns)
-        mine_user = {c for c in mine if not c.startswith(SYSTEM_PREFIX)}
-        problems = []
-        if user - mine_user:
-            problems.append(f"missing {sorted(user - mine_user)}")
-        if mine_user - user:
-            problems.append(f"extra {sorted(mine_user - user)}")
-        for column, kind in columns:
-            if column in types and types[column] != kind:
-                problems.append(f"{column} is {kind}, not {types[column]}")
-            elif column not in types:  # a system column the first input lacks
-                types[column] = kind
-                merged.append((column, kind))
-        if problems:
-            raise CompileError(
-                field_name,
-                f"{merge} merges inputs whose columns differ from {first_field}: "
-                + "; ".join(problems),
-            )
-    return tuple(merged)
