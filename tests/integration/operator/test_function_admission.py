@@ -65,8 +65,17 @@ def test_a_streamjob_naming_a_refused_function_fails_with_the_field(
     body["spec"]["dataflow"]["operators"][4]["function"] = TO_CSV
     h.create("streamjobs", body)
     field = "spec.dataflow.operators[4].function"
-    failed = h.wait_phase("streamjobs", "escape-job", "Failed")
-    assert failed["status"]["message"].startswith(f"{field}: ")
+    failed = wait_for(
+        lambda: (
+            (j := h.get("streamjobs", "escape-job"))
+            and (j.get("status") or {}).get("phase") == "Failed"
+            and (j["status"].get("message") or "").startswith(f"{field}: ")
+            and j
+        ),
+        10,
+        "phase Failed with the field in status.message",
+    )
+    assert TO_CSV in failed["status"]["message"]
     events = wait_for(
         lambda: [e for e in _events(h, "InvalidSpec") if TO_CSV in (e.message or "")],
         10,
