@@ -378,7 +378,7 @@ def _agent_env(owner: Owner, key: str, tls: bool) -> list[Manifest]:
     def secret(secret_key: str) -> Manifest:
         return {"secretKeyRef": {"name": names.token_secret, "key": secret_key}}
 
-    env = [
+    env: list[Manifest] = [
         {"name": "SWIVEL_JOB_NAME", "value": owner.name},
         # Through the Service, so the same URL works from the driver and from executors
         # (the runtime hands it to Python workers with spark.executorEnv.*).
@@ -560,7 +560,14 @@ def render_driver_pod(job: StreamJob, owner: Owner, *, tls: bool = False) -> Man
             *function_env(),
         ],
         "ports": [{"name": "agent", "containerPort": AGENT_PORT}],
-        "livenessProbe": {"httpGet": probe_path, "periodSeconds": 10, "failureThreshold": 3},
+        # A Python process on a busy node can take seconds to import and bind: no liveness
+        # verdict before it had the chance (a restart would only start it over).
+        "livenessProbe": {
+            "httpGet": probe_path,
+            "initialDelaySeconds": 15,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
         "readinessProbe": {"httpGet": {**probe_path, "path": "/readyz"}, "periodSeconds": 5},
         "resources": AGENT_RESOURCES,
         "volumeMounts": [

@@ -9,6 +9,9 @@ import socket
 from typing import Any
 
 import pytest
+import yaml
+
+from swivel.jobs.agent.app import OPENAPI_PATH, ROUTES
 
 from .conftest import DRIVER_TOKEN, TOKEN, WORKER_TOKEN, register
 
@@ -216,3 +219,13 @@ def test_acks_and_reports_are_checked_against_what_the_agent_knows(
     assert status == 422 and body["errors"][0]["field"] == "planId"
     assert call(url + "/v1/driver/progress", "POST", {"batchId": 41, "event": "started"})[0] == 202
     assert call(url + "/v1/control/acks", "POST", [{**good, "batchId": 41}])[0] == 202
+
+
+def test_the_openapi_document_names_the_roles_of_every_route() -> None:
+    document = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
+    for method, path, _, roles in ROUTES:
+        operation = document["paths"][path][method.lower()]
+        if path in ("/healthz", "/readyz"):
+            continue
+        assert sorted(operation["x-swivel-roles"]) == sorted(r.value for r in roles), path
+        assert "403" in operation["responses"], path
