@@ -38,8 +38,9 @@ class Sizing:
     merchants: int = 8
     work: int = 4000  # rounds of the expensive model per payment (~5 µs each: ~20 ms)
     trigger_ms: int = 500
-    max_records_per_arrow_batch: int = 64  # the runtime's default; checks come from slicing
-    task_slots: int = 4  # one per bin: no stage runs its tasks in waves
+    max_records_per_arrow_batch: int = 16  # the control-channel measurement's
+    trial_arrow_batch: int = 64  # the trials': the runtime's default (checks come from slicing)
+    task_slots: int = 4  # the trials': one per bin, no stage runs its tasks in waves
     overhead_rounds: int = 2  # control-channel measurement: (none, 100/s) phase pairs
     overhead_batches_per_phase: int = 5
     drain_batches: int = 3  # at most this many cheap batches between a trial and the swap back
@@ -80,7 +81,6 @@ def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
     spark_conf = {
         **job.spec.spark_conf,
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(sizing.max_records_per_arrow_batch),
-        CHANGELOG: "true",
     }
     spec = job.spec.model_copy(
         update={
@@ -93,11 +93,18 @@ def example_job(sizing: Sizing = DEMO, model: str = "expensive") -> StreamJob:
     return job.model_copy(update={"spec": spec})
 
 
-def with_task_slots(job: StreamJob, sizing: Sizing) -> StreamJob:
-    """`job` on a local master with `sizing.task_slots` task slots (the trials' session; the
-    control-channel measurement keeps its own two-slot session, since every Python worker
-    it adds is one more client the stand-in agent answers)."""
-    conf = {**job.spec.spark_conf, "spark.master": f"local[{sizing.task_slots}]"}
+def for_trials(job: StreamJob, sizing: Sizing) -> StreamJob:
+    """`job` with the Spark settings of the reconfiguration trials (module doc): a local
+    master with `sizing.task_slots` slots, `trial_arrow_batch`-row Arrow batches, RocksDB
+    changelog checkpointing. The control-channel measurement keeps the example's settings
+    in a two-slot session of its own (every Python worker is one more client of the
+    stand-in agent), so its figure stays comparable with earlier runs."""
+    conf = {
+        **job.spec.spark_conf,
+        "spark.master": f"local[{sizing.task_slots}]",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(sizing.trial_arrow_batch),
+        CHANGELOG: "true",
+    }
     return job.model_copy(update={"spec": job.spec.model_copy(update={"spark_conf": conf})})
 
 

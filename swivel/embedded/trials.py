@@ -40,9 +40,9 @@ from swivel.embedded.sizing import (
     EXPENSIVE_OPERATOR,
     Sizing,
     example_job,
+    for_trials,
     swap_back,
     swap_model,
-    with_task_slots,
 )
 from swivel.embedded.verdicts import check_plan
 
@@ -288,7 +288,7 @@ def epoch_seconds(stamp: str | None) -> float | None:
 def surge_job(sizing: Sizing) -> StreamJob:
     """The job the demo and the benchmark start: the example at the surge rate on the cheap
     model (`TrialRunner.start_surge` switches to the expensive one), one slot per bin."""
-    return with_task_slots(example_job(sizing, model="cheap"), sizing)
+    return for_trials(example_job(sizing, model="cheap"), sizing)
 
 
 def latency_rows(embedded: EmbeddedJob) -> Any:
