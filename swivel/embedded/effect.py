@@ -71,7 +71,11 @@ class Effect:
         return None if at is None else max(0.0, (at - self.requested_at) * 1000.0)
 
     def ms(self, at: float | None) -> float | None:
-        return None if at is None else round((at - self.requested_at) * 1000.0, 1)
+        return None if at is None else self.since(at)
+
+    def since(self, at: float) -> float:
+        """ms after the request."""
+        return round((at - self.requested_at) * 1000.0, 1)
 
     def summary(self) -> dict[str, Any]:
         """The trial's figures in ms after the request (the benchmark's JSON keeps them)."""

@@ -43,24 +43,25 @@ def plot_switch(
         if operator not in rows:
             continue
         y = rows[operator]
-        start, end = effect.ms(span.start), effect.ms(span.end)
-        assert start is not None and end is not None
+        start, end = effect.since(span.start), effect.since(span.end)
+        fill = colour.get(batch, "grey") if batch is not None else "grey"
         axes.barh(y, max(end - start, 5.0), left=start, height=0.5, alpha=0.35,
-                  color=colour.get(batch, "grey"), edgecolor="black", linewidth=0.5)  # fmt: skip
+                  color=fill, edgecolor="black", linewidth=0.5)  # fmt: skip
         axes.annotate(f"b{batch} ({span.old} old, {span.new} new)" if span.old or span.new
                       else f"b{batch}", (start, y + 0.3), fontsize=6)  # fmt: skip
-    for (_, operator), at in effect.worker_first_new.items():
+    for (_, operator), first in effect.worker_first_new.items():
         if operator in rows:
-            axes.plot(effect.ms(at), rows[operator], marker="v", color="tab:green", markersize=7)
-    for operator, at in effect.last_old.items():
+            axes.plot(effect.since(first), rows[operator], marker="v", color="tab:green",
+                      markersize=7)  # fmt: skip
+    for operator, last in effect.last_old.items():
         if operator in rows:
-            axes.plot(effect.ms(at), rows[operator], marker="x", color="black", markersize=7)
+            axes.plot(effect.since(last), rows[operator], marker="x", color="black", markersize=7)
     lines: dict[str, tuple[float | None, str]] = {"request": (effect.requested_at, "black")}
-    for label, at in (marks or {}).items():
-        lines[label] = (at, "tab:blue")
+    for label, mark in (marks or {}).items():
+        lines[label] = (mark, "tab:blue")
     lines["in effect"] = (effect.in_effect_at, "tab:red")
-    for label, (at, line_colour) in lines.items():
-        x = effect.ms(at)
+    for label, (moment, line_colour) in lines.items():
+        x = effect.ms(moment)
         if x is not None:
             axes.axvline(x, color=line_colour, linewidth=1, linestyle="--")
             axes.annotate(f"{label} {x:.0f} ms", (x, len(rows) - 0.4), rotation=90,

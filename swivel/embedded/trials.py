@@ -179,9 +179,9 @@ class TrialRunner:
         """Until a batch took `surge_batch_s`; then a random point inside the next one.
 
         Every scheduler must swap inside a batch of the same length, or their delays are not
-        comparable. The first trial meets the surge's own backlog; on a machine that keeps up
-        with the surge rate between trials, batches stop growing below `surge_batch_s`, so
-        after `TOP_UP_AFTER` batches that do not reach it the surge is topped up: the query
+        comparable. Batches grow from short ones after each switch to the expensive model;
+        on a machine that keeps up with the surge rate they stop growing below
+        `surge_batch_s`, so after `TOP_UP_AFTER` batches short of it the surge is topped up: the query
         stops at a boundary for about one surge batch and resumes from its checkpoint, and
         the rate source delivers the rows of the pause in the next batch (what a burst of
         traffic does). With `surge_batch_s` 0 (the smoke test) the next batch is taken."""
