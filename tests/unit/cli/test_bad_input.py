@@ -170,3 +170,22 @@ def test_run_of_a_union_whose_branches_differ_is_a_field_error_not_a_traceback(
         r"^error: .*job\.yaml: spec\.dataflow\.operators\[merge\]\.inputs\[1\]: ", output, re.M
     ), output
     assert "merge merges inputs whose columns differ" in output
+
+
+def test_plan_refuses_a_reference_naming_the_allow_list_in_effect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SWIVEL_FUNCTION_PREFIXES", "acme.functions,swivel.jobs.examples")
+    reconf = yaml.safe_load((FRAUD / "reconfiguration.yaml").read_text())
+    reconf["spec"]["functionUpdates"][0]["function"] = "swivel.jobs.examples.fraud:pd.read_pickle"
+    path = tmp_path / "reconf.yaml"
+    path.write_bytes(dump(reconf))
+    code, output, crashed = _invoke(plan, [str(path), "--job", str(FRAUD / "streamjob.yaml")])
+    assert (code, crashed) == (2, False)
+    assert output.splitlines() == [
+        "error: spec.functionUpdates[0].function: "
+        "'swivel.jobs.examples.fraud:pd.read_pickle' reaches 'pd', which is not a class defined "
+        "in module 'swivel.jobs.examples.fraud'; allowed: functions defined in modules under "
+        "[acme.functions, swivel.jobs.examples] (SWIVEL_FUNCTION_PREFIXES), or entry points of "
+        "group 'swivel.functions' [none installed]"
+    ]
