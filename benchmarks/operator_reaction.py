@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import math
@@ -56,6 +55,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -72,10 +72,13 @@ from aiohttp import web
 from kubernetes import client
 
 from swivel.api.manifests import parse_manifest
+from swivel.api.sparkconf import rendered
 from swivel.api.streamjob import StreamJob
 from swivel.jobs.agent.app import create_app
+from swivel.jobs.agent.auth import tls_context
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
+from swivel.operator.credentials import JobCredentials
 from swivel.sandbox import kubeconfig
 from swivel.sandbox.kubelet import die_with_parent
 from swivel.sandbox.network import NetworkMap
@@ -265,8 +268,8 @@ class AgentFleet:
     def call(self, coroutine: Any, timeout: float = 30.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
-    def start(self, namespace: str, job: StreamJob, token: str) -> int:
-        agent = self.call(self._start(namespace, job, token))
+    def start(self, namespace: str, job: StreamJob, credentials: JobCredentials) -> int:
+        agent = self.call(self._start(namespace, job, credentials))
         self.agents[(namespace, job.name)] = agent
         services = {
             f"{a.job}-driver.{a.namespace}": {AGENT_PORT: a.port} for a in self.agents.values()
@@ -274,12 +277,12 @@ class AgentFleet:
         NetworkMap(services).save(self.network_file)
         return int(agent.port)
 
-    async def _start(self, namespace: str, job: StreamJob, token: str) -> Agent:
+    async def _start(self, namespace: str, job: StreamJob, credentials: JobCredentials) -> Agent:
         state = self.workdir / "agents" / namespace / job.name
         hub = Hub(job.spec, job.name, store=StateStore(state))
-        runner = web.AppRunner(create_app(hub, token), access_log=None)
+        runner = web.AppRunner(create_app(hub, credentials.token), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=_server_tls(state, credentials))
         await site.start()
         port = int(runner.addresses[0][1])
         agent = Agent(namespace, job.name, hub, runner, port)
@@ -507,10 +510,12 @@ class Bench:
                 if f"{job}-driver" not in pods:
                     continue
                 secret = self.core.read_namespaced_secret(f"{job}-agent-token", namespace)
-                token = _b64(secret.data["token"])
+                credentials = JobCredentials.of_secret({"data": secret.data})
+                assert credentials is not None
                 config = self.core.read_namespaced_config_map(f"{job}-job", namespace)
-                spec = parse_manifest(yaml.safe_load(config.data["job.yaml"]), StreamJob)
-                self.fleet.start(namespace, spec, token)
+                with rendered():  # the operator's rendering: its own Spark keys pass
+                    spec = parse_manifest(yaml.safe_load(config.data["job.yaml"]), StreamJob)
+                self.fleet.start(namespace, spec, credentials)
                 self.core.patch_namespaced_pod_status(
                     f"{job}-driver", namespace, {"status": {"phase": "Running"}}
                 )
@@ -625,10 +630,6 @@ class Bench:
         # Polled every 0.5 s: the poll lists the round's objects, which loads the sandbox on
         # the same cores; reactions are timed by the agents, not by this poll.
         wait_for(done, timeout, f"round {round_} Completed ({len(pending)} left)", every=0.5)
-
-
-def _b64(value: str) -> str:
-    return base64.b64decode(value).decode()
 
 
 def _condition(obj: dict[str, Any], type_: str) -> str | None:
@@ -772,3 +773,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _server_tls(state: Path, credentials: JobCredentials) -> ssl.SSLContext | None:
+    """The agent's HTTPS context from the certificate in the job's Secret, as the pod's
+    agent container serves it (None: a Secret without one, plain HTTP)."""
+    if not credentials.tls:
+        return None
+    assert credentials.cert_pem and credentials.key_pem
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "tls.crt").write_text(credentials.cert_pem)
+    (state / "tls.key").write_text(credentials.key_pem)
+    files = {
+        "SWIVEL_AGENT_TLS_CERT": str(state / "tls.crt"),
+        "SWIVEL_AGENT_TLS_KEY": str(state / "tls.key"),
+    }
+    return tls_context(files)
