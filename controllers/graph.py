@@ -173,10 +173,10 @@ def resolve_fan_outs(dataflow: Dataflow, *, broadcast: bool = True) -> Dataflow:
 
     An operator with two or more out-edges (unless it `routes`), or with a broadcast
     out-edge, is one-to-many. It emits at most one tuple per out-edge unless its function
-    may emit several per input (declared one-to-many without `at_most_one_per_edge`: it
-    stays plain one-to-many), or a broadcast edge takes it to a consumer with several
-    workers: that one logical edge then carries a copy per worker, so at the operator
-    level it is not one tuple per edge (the worker graph of `parallel.py` sees the
+    may emit several per input (declared one-to-many without `at_most_one_per_edge` and
+    not `unique_per_record`: it stays plain one-to-many), or a broadcast edge takes it to
+    a consumer with several workers: that one logical edge then carries a copy per
+    worker, so at the operator level it is not one tuple per edge (the worker graph of `parallel.py` sees the
     replicate's one tuple per worker edge instead). `broadcast=False` leaves broadcast
     edges alone, for the worker graph, where an explicit replicate node stands for them.
     A dataflow marked `fan_outs_resolved` is returned as it is.
@@ -200,7 +200,10 @@ def resolve_fan_outs(dataflow: Dataflow, *, broadcast: bool = True) -> Dataflow:
         if not broadcasts and (len(out) < 2 or op.routes):
             resolved.append(op)
             continue
-        several_per_edge = op.one_to_many and not op.at_most_one_per_edge
+        # A uniqueness operator emits at most one tuple per record, so one per edge.
+        several_per_edge = (
+            op.one_to_many and not op.at_most_one_per_edge and not op.unique_per_record
+        )
         copies = any(by_name[e.target].parallelism > 1 for e in broadcasts)
         resolved.append(
             replace(

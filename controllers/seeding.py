@@ -20,9 +20,11 @@ to a target is harmless. Each pruning rule proves its operator harmless:
   R). Condition (a) cannot hold. The rule looks at all targets, not only R, which is what
   keeps Fig. 9 (II) from being pruned.
 - uniqueness (§6.3 rule 2, strengthened): one uniqueness operator U, not itself a target,
-  lies on every path from M to every target downstream of M (U may be M, unless M copies
-  its output down several out-edges: then U's one tuple is what M splits). Every branch
-  passes U, so (b) forbids two; a U that fans out below M is judged as a splitter itself. The paper asks only that each path from M to R pass *some*
+  lies on every path from M to every target downstream of M (U may be M). Every branch
+  passes U, so (b) forbids two. A U that copies its one tuple down several out-edges (a
+  fan-out, a broadcast into several workers) is no gate: the copies are a split of their
+  own, and a U pruning M would then have to head them while receiving M's several tuples
+  of one record, against Lemma 6.3. The paper asks only that each path from M to R pass *some*
   uniqueness operator; that is unsound twice over. With M -> U1 -> R and M -> U2 -> R, R
   receives one tuple through each, possibly under different versions. With M -> U1 -> R1
   and M -> U2 -> R2 for targets R1 and R2, one record reaches both while R1 and R2 sit in
@@ -176,25 +178,24 @@ def _pruning_rules(
     graph: IndexedDataflow, targets: frozenset[int], feeds: Sequence[bool]
 ) -> dict[int, str]:
     """The rule that proves each one-to-many operator leading to a target harmless, if any."""
-    gates, beyond = _uniqueness_gates(graph, targets, feeds)
+    gates = _uniqueness_gates(graph, targets, feeds)
     rules: dict[int, str] = {}
     for v, op in enumerate(graph.operators):
         if not (feeds[v] and op.one_to_many):
             continue
-        gate = beyond[v] if gates[v] == v and graph.copies[v] else gates[v]
         if op.at_most_one_per_edge and sum(feeds[c] for c in graph.children[v]) == 1:
             rules[v] = EDGE_WISE_ONE_TO_ONE
-        elif gate != _NONE:
+        elif gates[v] != _NONE:
             rules[v] = UNIQUENESS
     return rules
 
 
 def _uniqueness_gates(
     graph: IndexedDataflow, targets: frozenset[int], feeds: Sequence[bool]
-) -> tuple[list[int], list[int]]:
-    """For each operator v, the nearest uniqueness operator U (not a target, maybe v) on
-    every path from v to every target it reaches; `_NONE` when there is none. Also, for
-    each uniqueness operator, the next one in its chain (`up`: the gate beyond it).
+) -> list[int]:
+    """For each operator v, the nearest uniqueness operator U (not a target, not copying
+    its output down several edges, maybe v) on every path from v to every target it
+    reaches; `_NONE` when there is none.
 
     The qualifying operators of v form a chain (U, then U's own gate, ...). A target's chain
     is empty: the path that ends at it has nothing after it. A non-target's chain is the
@@ -204,12 +205,12 @@ def _uniqueness_gates(
     count = len(graph.names)
     gate = [_NONE] * count
     eligible = [
-        op.unique_per_record and feeds[v] and v not in targets
+        op.unique_per_record and feeds[v] and v not in targets and not graph.copies[v]
         for v, op in enumerate(graph.operators)
     ]
-    up = [_NONE] * count
     if not any(eligible):
-        return gate, up
+        return gate
+    up = [_NONE] * count
     depth = [0] * count
 
     def meet(a: int, b: int) -> int:
@@ -236,4 +237,4 @@ def _uniqueness_gates(
             depth[v] = 1 if beyond == _NONE else depth[beyond] + 1
         else:
             gate[v] = beyond
-    return gate, up
+    return gate

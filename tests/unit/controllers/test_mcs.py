@@ -524,3 +524,23 @@ def test_a_blocking_operator_that_fans_out_is_planned_as_pipelined() -> None:
     plan = plan_mcs(dataflow, ["X", "R"])
     assert components(plan) == [{"aggregate", "X", "R"}]
     assert plan.components[0].heads == ("aggregate",)
+
+
+def test_a_fanning_uniqueness_operator_is_no_gate_for_the_split_above_it() -> None:
+    """flatten -> SJ -> {X, R}: SJ receives several tuples of a record and copies its one
+    output to X and R. Pruning flatten through SJ would leave SJ heading X and R while fed
+    twice (Lemma 6.3), so flatten stays the head. With one branch towards the targets,
+    SJ (one tuple per edge) is pruned edge-wise instead."""
+    dataflow = Dataflow.of(
+        ["source", one_to_many("flatten"), unique("SJ"), "X", "R"],
+        [*chain("source", "flatten", "SJ", "X"), ("SJ", "R")],
+    )
+    plan = plan_mcs(dataflow, ["X", "R"])
+    assert components(plan) == [{"flatten", "SJ", "X", "R"}]
+    assert plan.components[0].heads == ("flatten",) and plan.pruned == {}
+    single = Dataflow.of(
+        ["source", "a", unique("SJ"), "X", "log"],
+        [*chain("source", "a", "SJ", "X"), ("SJ", "log")],
+    )
+    plan = plan_mcs(single, ["X"])
+    assert components(plan) == [{"X"}] and plan.pruned == {"SJ": EDGE_WISE_ONE_TO_ONE}
