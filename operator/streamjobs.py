@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
+from swivel.api.functions import spec_problems
 from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.operator import events, metrics
@@ -74,6 +75,9 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
     refusal = installed_policy().refusal(job.spec.image)  # the installation's (images.py)
     if refusal is not None:
         raise SpecError.single("spec.image", refusal)
+    refused = spec_problems(job.spec)  # functions outside the installation's allow-list
+    if refused:
+        raise SpecError(refused)
     return job
 
 
