@@ -167,6 +167,15 @@ class TrialRunner:
         Spark starts its Python workers), switch to the expensive model: the surge begins
         from short batches, as it does again after every trial's swap back."""
         self.runtime.wait_for_batches(warm_up_batches, timeout_s)
+        # The first batch holds every row that arrived while Spark started: let the cheap
+        # model work it off (a batch of at most ~2 s of rows) before the expensive one runs.
+        deadline = time.monotonic() + timeout_s
+        caught_up = 2 * self.sizing.rows_per_second
+        while time.monotonic() < deadline:
+            last = self.runtime.progress[-1]
+            if int(last.get("numInputRows") or 0) <= caught_up:
+                break
+            time.sleep(0.05)
         self.surge_started_at = time.time()
         expensive = self.agent.submit({"name": "surge", "spec": swap_back(self.sizing)})
         self.agent.wait(expensive["id"])
