@@ -1,0 +1,478 @@
+"""Random dataflows, target sets and surges for the consistency property test, and the
+harness that runs one on local Spark and judges it.
+
+A `Case` is a small job (a source, a first map `p0`, 1-5 more operators, 1-2 sinks: at most
+9 operators) built from the trail probes (`swivel.jobs.examples.probes`): maps, filters,
+flatMaps (k rows per input), replicates, unions and keyed operators (by customer or
+merchant, forward or hash in-edges), wired into fan-outs and merges at random, plus a random
+set of targets (keyed targets may bring a state transform), per-operator feed lags and the
+moment of the switch. Every probe adds the same column (`trail`), so merges always have
+equal columns; a job can still be refused by the runtime (`CompileError`, e.g. a keyed
+operator above a split), which the harness counts apart from refused plans.
+
+Whether a plan is accepted is decided by the agent's own code path: an in-process
+`swivel.jobs.agent.hub.Hub` (the object behind `POST /v1/plans`) plans with
+`swivel.controllers.planning.plan_reconfiguration`, refuses what it refuses (422 with
+field and reason), and writes the `update` events of the schedule; the snapshot it would
+publish goes to the workers through a `FileFeed`. Nothing here re-implements the planner.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from swivel.api.errors import FieldProblem
+from swivel.api.streamjob import StreamJobSpec
+from swivel.controllers.checker import Verdict
+from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.submissions import PlanRejected
+from swivel.jobs.control.snapshots import Snapshot
+from swivel.jobs.runtime.feeds import FileFeed, publish
+from swivel.jobs.runtime.shapes import CompileError, plan_shape
+from swivel.jobs.runtime.testing import check_recorded, memory_rows, start_bounded
+
+JOB_NAME = "proof"
+PROBES = "swivel.jobs.examples.probes:"
+FUNCTIONS = {
+    "map": "trail",
+    "filter": "trail_filter",
+    "flatMap": "trail_copies",
+    "replicate": "trail",
+    "union": "trail",
+    "keyed": "trail_keyed",
+}
+TRANSFORM = PROBES + "mark_transformed"
+KEYS = ("customer", "merchant")
+KINDS = ("keyed", "flatMap", "union", "map", "replicate", "filter", "keyed", "union")
+ROWS_PER_BATCH = 40
+OLD, NEW = "v1", "v2"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated example: the job, its function updates, feed lags, when to switch."""
+
+    operators: tuple[dict[str, Any], ...]
+    updates: tuple[dict[str, Any], ...]
+    lag: Mapping[str, float]
+    switch_after_s: float
+
+    def job(self) -> StreamJobSpec:
+        return StreamJobSpec.model_validate(
+            {
+                "sparkConf": {"spark.sql.execution.arrow.maxRecordsPerBatch": "10"},
+                "source": {"kind": "generator", "options": {"customers": "8", "merchants": "4"}},
+                "dataflow": {"bins": 4, "operators": list(self.operators)},
+            }
+        )
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(u["operator"] for u in self.updates)
+
+    def body(self, scheduler: str = "fries") -> dict[str, Any]:
+        """The `POST /v1/plans` body (`naive` is the agent's benchmark-only override)."""
+        spec = {"jobRef": {"name": JOB_NAME}, "functionUpdates": list(self.updates)}
+        body: dict[str, Any] = {"name": "proof", "spec": {**spec, "scheduler": "fries"}}
+        if scheduler == "naive":
+            body["schedulerOverride"] = "naive"
+        elif scheduler != "fries":
+            body["spec"]["scheduler"] = scheduler
+        return body
+
+    def features(self) -> set[str]:
+        """Which of the shapes the issue asks for this case has (for the summary)."""
+        found = set()
+        consumers: Counter[str] = Counter()
+        for op in self.operators:
+            kind = op.get("kind", "map")
+            if kind in ("keyed", "flatMap", "replicate", "filter"):
+                found.add(kind)
+            if len(op.get("inputs", ())) > 1:
+                found.add("merge")
+            for edge in op.get("inputs", ()):
+                consumers[edge if isinstance(edge, str) else edge["from"]] += 1
+        if any(n > 1 for n in consumers.values()):
+            found.add("fan-out")
+        if any("stateTransform" in u for u in self.updates):
+            found.add("state transform")
+        return found
+
+    def __repr__(self) -> str:
+        # What Hypothesis prints for a failing example: enough to rebuild it by hand.
+        lines = ["Case("]
+        for op in self.operators:
+            lines.append(f"  {_describe(op)}")
+        lines.append(f"  targets: {json.dumps(list(self.updates))}")
+        lines.append(f"  lag: {dict(self.lag)}, switch after {self.switch_after_s:.2f} s)")
+        return "\n".join(lines)
+
+
+def _describe(op: Mapping[str, Any]) -> str:
+    ins = []
+    for edge in op.get("inputs", ()):
+        if isinstance(edge, str):
+            ins.append(edge)
+        else:
+            ins.append(f"{edge['from']}#{edge['partitioning']}({edge.get('key')})")
+    kind = op.get("kind", "map")
+    key = f"[{op['key']}]" if op.get("key") else ""
+    fn = op.get("function", "").removeprefix(PROBES)
+    return f"{op['name']} = {kind}{key}({', '.join(ins)}) {fn} {op.get('params', {})}"
+
+
+def _params(name: str, kind: str, label: str, delay_ms: float) -> dict[str, Any]:
+    params: dict[str, Any] = {"me": name, "label": label, "delay_ms": delay_ms}
+    if kind == "flatMap":
+        params["copies"] = 2
+    return params
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    """A small random dataflow with fan-outs, merges, keyed and one-to-many operators."""
+    p0_delay = draw(st.sampled_from([0.0, 2.0, 5.0]))
+    operators: list[dict[str, Any]] = [
+        {"name": "src", "kind": "source"},
+        {
+            "name": "p0",
+            "inputs": ["src"],
+            "function": PROBES + "trail",
+            "params": _params("p0", "map", OLD, p0_delay),
+        },
+    ]
+    kinds: dict[str, str] = {"p0": "map"}
+    # The first choices of every draw are what Hypothesis tries first (and shrinks towards),
+    # so they make an interesting job: p0 -> keyed -> flatMap -> sink, targets p0 and the keyed.
+    for index in range(1, draw(st.integers(2, 5)) + 1):
+        name = f"o{index}"
+        available = [op["name"] for op in operators[1:]]
+        kind = draw(st.sampled_from(KINDS))
+        if kind == "union" and len(available) < 2:
+            kind = "map"
+        if kind == "union" or (kind == "map" and len(available) >= 2 and draw(st.booleans())):
+            sources = draw(
+                st.lists(st.sampled_from(available), min_size=2, max_size=3, unique=True)
+            )
+        else:
+            # Prefer recent operators: deeper chains, fewer trivial fan-outs of p0.
+            sources = [draw(st.sampled_from(available[::-1]))]
+        op: dict[str, Any] = {"name": name, "kind": kind}
+        key = draw(st.sampled_from(KEYS))
+        hashed = draw(st.booleans())
+        if kind == "keyed":
+            op["key"] = key
+        if hashed:
+            op["inputs"] = [{"from": s, "partitioning": "hash", "key": key} for s in sources]
+        else:
+            op["inputs"] = list(sources)
+        if kind != "union" or draw(st.booleans()):  # a union may only merge
+            op["function"] = PROBES + FUNCTIONS[kind]
+            op["params"] = _params(name, kind, OLD, 0.0)
+        operators.append(op)
+        kinds[name] = kind
+    consumed = {
+        edge if isinstance(edge, str) else edge["from"]
+        for op in operators
+        for edge in op.get("inputs", ())
+    }
+    dangling = [op["name"] for op in operators[1:] if op["name"] not in consumed]
+    if len(dangling) >= 2 and draw(st.booleans()):
+        cut = draw(st.integers(1, len(dangling) - 1))
+        operators.append({"name": "out", "kind": "sink", "inputs": dangling[:cut]})
+        operators.append({"name": "out2", "kind": "sink", "inputs": dangling[cut:]})
+    else:
+        operators.append({"name": "out", "kind": "sink", "inputs": dangling})
+
+    functional = [op for op in operators if "function" in op]
+    targets = draw(
+        st.lists(st.sampled_from(functional), min_size=min(2, len(functional)),
+                 max_size=min(3, len(functional)), unique_by=lambda op: op["name"])
+    )  # fmt: skip
+    updates = []
+    for op in sorted(targets, key=operators.index):
+        name, kind = op["name"], kinds[op["name"]]
+        update: dict[str, Any] = {
+            "operator": name,
+            "params": _params(name, kind, NEW, op["params"]["delay_ms"]),
+        }
+        if kind == "keyed" and draw(st.booleans()):
+            update["stateTransform"] = TRANSFORM
+        updates.append(update)
+    lagged = draw(st.lists(st.sampled_from(functional), max_size=2, unique_by=lambda o: o["name"]))
+    lag = {op["name"]: draw(st.sampled_from([0.3, 1.0])) for op in lagged}
+    switch_after = draw(st.sampled_from([0.0, 0.3, 0.8]))
+    return Case(tuple(operators), tuple(updates), lag, switch_after)
+
+
+def issue_example() -> Case:
+    """Issue 10 §1's example: parse -> {s1 (keyed by customer), s2 (map)} -> union -> det
+    (keyed), targets s1, s2 and det: s1 and s2 must not head one component whose copies of
+    a record can reach det under two versions (refused, or planned so they cannot)."""
+    keyed = PROBES + FUNCTIONS["keyed"]
+    hashed = {"partitioning": "hash", "key": "customer"}
+    operators = (
+        {"name": "src", "kind": "source"},
+        {"name": "p0", "inputs": ["src"], "function": PROBES + "trail",
+         "params": _params("p0", "map", OLD, 2.0)},
+        {"name": "s1", "kind": "keyed", "key": "customer", "inputs": [{"from": "p0", **hashed}],
+         "function": keyed, "params": _params("s1", "keyed", OLD, 0.0)},
+        {"name": "s2", "inputs": ["p0"], "function": PROBES + "trail",
+         "params": _params("s2", "map", OLD, 0.0)},
+        {"name": "u", "kind": "union", "inputs": ["s1", "s2"]},
+        {"name": "det", "kind": "keyed", "key": "customer", "inputs": [{"from": "u", **hashed}],
+         "function": keyed, "params": _params("det", "keyed", OLD, 0.0)},
+        {"name": "out", "kind": "sink", "inputs": ["det"]},
+    )  # fmt: skip
+    updates = tuple(
+        {"operator": name, "params": _params(name, kind, NEW, 0.0)}
+        for name, kind in (("s1", "keyed"), ("s2", "map"), ("det", "keyed"))
+    )
+    return Case(operators, updates, {}, 0.3)
+
+
+def hashed_chain_example() -> Case:
+    """p0 -> o1 (hash by customer) -> o2 (a flatMap, hash by merchant) -> sink, all three
+    targets, the non-head o1 hearing of the update 5 s late. Found by the generator (with
+    lags o1 0.3 s, o2 1 s, the switch landing as a batch began): the head's new rows reach
+    o1 before its snapshot has the transition."""
+    operators = (
+        {"name": "src", "kind": "source"},
+        {"name": "p0", "inputs": ["src"], "function": PROBES + "trail",
+         "params": _params("p0", "map", OLD, 5.0)},
+        {"name": "o1", "inputs": [{"from": "p0", "partitioning": "hash", "key": "customer"}],
+         "function": PROBES + "trail", "params": _params("o1", "map", OLD, 0.0)},
+        {"name": "o2", "kind": "flatMap",
+         "inputs": [{"from": "o1", "partitioning": "hash", "key": "merchant"}],
+         "function": PROBES + "trail_copies", "params": _params("o2", "flatMap", OLD, 0.0)},
+        {"name": "out", "kind": "sink", "inputs": ["o2"]},
+    )  # fmt: skip
+    updates = tuple(
+        {"operator": name, "params": _params(name, kind, NEW, 5.0 if name == "p0" else 0.0)}
+        for name, kind in (("p0", "map"), ("o1", "map"), ("o2", "flatMap"))
+    )
+    return Case(operators, updates, {"o1": 5.0}, 0.0)
+
+
+# --- deciding and running ----------------------------------------------------------------
+
+
+@dataclass
+class Accepted:
+    before: Snapshot
+    after: Snapshot
+    plan: Mapping[str, Any]
+
+
+@dataclass
+class Refused:
+    status: int
+    problems: tuple[FieldProblem, ...]
+
+    def reason(self) -> str:
+        return "; ".join(f"{p.field}: {p.reason}" for p in self.problems)
+
+
+def not_compilable(case: Case) -> CompileError | None:
+    """The runtime's refusal of the job itself, before any plan (None: it compiles)."""
+    try:
+        plan_shape(case.job())
+    except CompileError as error:
+        return error
+    return None
+
+
+def decide(case: Case, scheduler: str, schedule_dir: Path | None = None) -> Accepted | Refused:
+    """What the agent answers to this reconfiguration: the plan it publishes, or its refusal."""
+    hub = Hub(case.job(), JOB_NAME, schedule_dir=schedule_dir, migrations=False)
+    before = hub.snapshot
+    try:
+        record = hub.submit(case.body(scheduler))
+    except PlanRejected as rejected:
+        return Refused(rejected.status, rejected.problems)
+    return Accepted(before, hub.snapshot, record.plan)
+
+
+@dataclass
+class Run:
+    verdict: Verdict
+    rows: list[dict[str, Any]]
+    plan: Mapping[str, Any]
+    seconds: float
+    batches: int
+    mixed_at_sink: list[str] = field(default_factory=list)
+    old_on_transformed_state: list[str] = field(default_factory=list)
+    generations: Counter[str] = field(default_factory=Counter)  # records all-old / all-new
+    schedule: Path | None = None
+
+    def explain(self, records: Sequence[str], limit: int = 3) -> str:
+        """The sink rows' trails and the recorded events of a few records, for a report."""
+        chosen = set(list(records)[:limit])
+        lines = [
+            f"{r['_swivel_record']}: {r['trail']}"
+            for r in self.rows
+            if r["_swivel_record"] in chosen
+        ]
+        if self.schedule is not None:
+            merged = self.schedule / "schedule.jsonl"
+            for path in [merged] if merged.exists() else sorted(self.schedule.glob("*.jsonl")):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    event = json.loads(line)
+                    if event.get("event") == "update" or event.get("record") in chosen:
+                        lines.append(line)
+        return "\n".join(sorted(lines))
+
+
+def run_case(
+    spark: Any,
+    case: Case,
+    workdir: Path,
+    *,
+    scheduler: str,
+    lag: Mapping[str, float],
+    batches_after: int = 2,
+    timeout: float = 240.0,
+) -> Run:
+    """Run the job on local Spark, publish the agent's snapshot `switch_after_s` into the
+    second micro-batch, let `batches_after` more complete, stop; judge the recorded schedule.
+    The plan must be one the agent accepts (`decide` first)."""
+    started = time.monotonic()
+    feed_path, schedule = workdir / "feed.json", workdir / "schedule"
+    schedule.mkdir(parents=True)
+    accepted = decide(case, scheduler, schedule)  # writes the schedule's update events
+    assert isinstance(accepted, Accepted), accepted
+    publish(feed_path, accepted.before)
+    runtime = start_bounded(
+        spark,
+        case.job(),
+        workdir,
+        rows_per_batch=ROWS_PER_BATCH,
+        feed=FileFeed(str(feed_path), lag=dict(lag)),
+        recording_dir=str(schedule),
+    )
+    try:
+        runtime.wait_for_batches(1, timeout=timeout)
+        time.sleep(case.switch_after_s)  # the switch lands inside a running batch
+        publish(feed_path, accepted.after)
+        runtime.wait_for_batches(runtime.batches_completed() + batches_after, timeout=timeout)
+        runtime.stop_at_boundary()
+    finally:
+        runtime.stop()
+    rows = memory_rows(spark, runtime.job)
+    transformed = [u["operator"] for u in case.updates if "stateTransform" in u]
+    return Run(
+        verdict=check_recorded(schedule),
+        rows=rows,
+        plan=accepted.plan,
+        seconds=time.monotonic() - started,
+        batches=runtime.batches_completed(),
+        mixed_at_sink=mixed_at_sink(rows, case.targets),
+        old_on_transformed_state=old_on_transformed_state(rows, transformed),
+        generations=generations(rows, case.targets),
+        schedule=schedule,
+    )
+
+
+# --- oracles on the sink rows (independent of the recorded schedule) ----------------------
+
+
+def trail_entries(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """[(operator, "label[.copy][/tN]")] from a row's trail."""
+    entries = []
+    for part in (row.get("trail") or "").split(";"):
+        if part:
+            name, _, value = part.partition("=")
+            entries.append((name, value))
+    return entries
+
+
+def _label(value: str) -> str:
+    return value.split("/", maxsplit=1)[0].split(".", maxsplit=1)[0]
+
+
+def mixed_at_sink(rows: Sequence[Mapping[str, Any]], targets: Sequence[str]) -> list[str]:
+    """Records whose rows at the sink show a target under the old and a target under the new
+    configuration (the checker's rule, read from the data instead of the recording)."""
+    labels: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        for name, value in trail_entries(row):
+            if name in targets:
+                labels[row["_swivel_record"]].add(_label(value))
+    return sorted(record for record, seen in labels.items() if len(seen) > 1)
+
+
+def generations(rows: Sequence[Mapping[str, Any]], targets: Sequence[str]) -> Counter[str]:
+    """How many records reached the sink through targets all under the old version, all
+    under the new one, or mixed: a run with both "old" and "new" switched mid-surge."""
+    labels: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        for name, value in trail_entries(row):
+            if name in targets:
+                labels[row["_swivel_record"]].add(_label(value))
+    names = {frozenset({OLD}): "old", frozenset({NEW}): "new"}
+    return Counter(names.get(frozenset(seen), "mixed") for seen in labels.values())
+
+
+def old_on_transformed_state(rows: Sequence[Mapping[str, Any]], keyed: Sequence[str]) -> list[str]:
+    """Rows a keyed target ran under the old function on state a transform had already
+    changed, or on state transformed twice (issue 10 §2): `record op=v1/t1`."""
+    found = []
+    for row in rows:
+        for name, value in trail_entries(row):
+            if name not in keyed or "/t" not in value:
+                continue
+            label, transforms = _label(value), int(value.rsplit("/t", 1)[1])
+            if (label == OLD and transforms > 0) or transforms > 1:
+                found.append(
+                    f"{row['_swivel_record']} {name}={value} (customer {row.get('customer')}, merchant {row.get('merchant')})"
+                )
+    return sorted(set(found))
+
+
+def heads_only(lag: Mapping[str, float], plan: Mapping[str, Any]) -> dict[str, float]:
+    """`lag` without the operators the plan makes non-heads of a component."""
+    followers = {
+        name
+        for component in plan.get("components", ())
+        for name in component["operators"]
+        if name not in component["heads"]
+    }
+    return {name: seconds for name, seconds in lag.items() if name not in followers}
+
+
+def lineage(case: Case) -> dict[str, set[str]]:
+    """Each operator's ancestors (not itself)."""
+    inputs = {
+        op["name"]: [e if isinstance(e, str) else e["from"] for e in op.get("inputs", ())]
+        for op in case.operators
+    }
+    ancestors: dict[str, set[str]] = {}
+
+    def up(name: str) -> set[str]:
+        if name not in ancestors:
+            ancestors[name] = set()
+            for parent in inputs[name]:
+                ancestors[name] |= {parent} | up(parent)
+        return ancestors[name]
+
+    for name in inputs:
+        up(name)
+    return ancestors
+
+
+def targets_on_one_path(case: Case) -> tuple[str, str] | None:
+    """(upstream, downstream) targets a record goes through one after the other, if any."""
+    ancestors = lineage(case)
+    for down in case.targets:
+        for up in case.targets:
+            if up in ancestors[down]:
+                return up, down
+    return None
