@@ -261,7 +261,7 @@ class _Builder:
         frame, schema = self.union(op.name, self._inputs(op.name))
         # A real exchange even when the input is already partitioned this way: Spark keeps a
         # user repartition whose child's partitioning is on other attributes, and every
-        # step's output has fresh ones (tests/integration/runtime/test_blocking.py).
+        # step's output has fresh ones (test_blocking.py checks the plan after a keyed step).
         bins = self.job.dataflow.bins
         frame = frame.repartition(bins, step.key) if step.key else frame.repartition(1)
         if op.function is None:  # a blocking union only merges: the shuffle is the barrier

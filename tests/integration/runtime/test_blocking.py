@@ -89,3 +89,38 @@ def test_an_aggregate_emits_only_after_the_whole_batch_was_produced(spark, tmp_p
     assert all(r["_swivel_record"].startswith("total(p") for r in rows)
     assert sum(r["payments"] for r in rows) == batches * 200
     assert {r["label"] for r in rows} == {"after"}
+
+
+def test_an_aggregate_after_a_keyed_operator_on_its_key_still_reads_through_a_shuffle(
+    spark,
+) -> None:
+    """The keyed step's output is already partitioned by the key; Spark must not drop the
+    aggregate's repartition (it keeps it: the output has fresh attributes). The keyed step
+    sorts its partition's input before the first group (why keyed steps are blocking)."""
+    from swivel.jobs.runtime.compiling import compile_job, job_snapshot
+    from swivel.jobs.runtime.feeds import StaticFeed
+    from swivel.jobs.runtime.operators import WorkerSettings
+
+    job = StreamJobSpec.model_validate(
+        {
+            "source": {"options": {"rowsPerBatch": "10"}},
+            "dataflow": {
+                "bins": 2,
+                "operators": [
+                    {"name": "in", "kind": "source"},
+                    {"name": "k", "kind": "keyed", "key": "customer", "inputs": ["in"],
+                     "function": "swivel.jobs.examples.probes:counting"},
+                    {"name": "total", "kind": "aggregate", "key": "customer", "inputs": ["k"],
+                     "function": "swivel.jobs.examples.aggregates:totals"},
+                    {"name": "out", "kind": "sink", "inputs": ["total"]},
+                ],
+            },
+        }
+    )  # fmt: skip
+    query = compile_job(spark, job, WorkerSettings(StaticFeed(job_snapshot(job))))
+    plan = spark._jvm.PythonSQLUtils.explainString(query.frame._jdf.queryExecution(), "simple")
+    lines = [line.strip(" :+-*()0123456789") for line in plan.splitlines()]
+    below_total = lines[next(i for i, line in enumerate(lines) if "MapInPandas" in line) + 1]
+    assert below_total.startswith("Exchange hashpartitioning(customer"), plan
+    keyed = next(i for i, line in enumerate(lines) if "TransformWithState" in line)
+    assert lines[keyed + 1].startswith("Sort [customer"), plan
