@@ -28,8 +28,7 @@ from swivel.jobs.control.arming import ARMED, PROCESSED
 Count = Annotated[int, Field(ge=0, lt=2**63)]
 MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.client.MAX_QUEUED_ACKS`)
 MAX_BATCH_LEAD = 8  # an ack's batch may be this far ahead of the driver's last report
-MAX_CLOCK_SKEW_S = 300.0  # a worker clock this far ahead of the agent's is wrong
-MAX_ACK_AGE_S = 86_400.0
+MAX_CLOCK_SKEW_S = 86_400.0  # an ack's `at` further from the agent's clock is garbage
 
 
 class AckKind(enum.StrEnum):
@@ -117,7 +116,15 @@ def implausible(
             last = "none yet" if latest_batch is None else latest_batch
             reason = f"the driver's last batch is {last}; this one has not run (retry later)"
             problems.append(FieldProblem(f"[{i}].batchId", reason))
-        if ack.at is not None and not now - MAX_ACK_AGE_S <= ack.at <= now + MAX_CLOCK_SKEW_S:
+        if ack.at is not None and not now - MAX_CLOCK_SKEW_S <= ack.at <= now + MAX_CLOCK_SKEW_S:
             reason = f"the worker's time {ack.at:.3f} is not within a day of the agent's {now:.3f}"
             problems.append(FieldProblem(f"[{i}].at", reason))
     return problems
+
+
+TRANSIENT_FIELDS = (".pid", ".batchId")  # true once the worker watched / the driver reported
+
+
+def transient(problems: list[FieldProblem]) -> bool:
+    """Whether every problem may clear by itself (answered 409: retry), not a lie (422)."""
+    return all(p.field.endswith(TRANSIENT_FIELDS) for p in problems)

@@ -22,7 +22,7 @@ from typing import Any
 from swivel.api.errors import FieldProblem
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.acks import AcksRejected, implausible, parse_acks
+from swivel.jobs.agent.acks import AcksRejected, implausible, parse_acks, transient
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, DriverActions, of_plan
 from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.metrics import AgentMetrics
@@ -377,11 +377,12 @@ class Hub:
         )
         if problems:
             self.metrics.rejected.labels("acks").inc()
-            raise AcksRejected(problems, 422)
+            raise AcksRejected(problems, 409 if transient(problems) else 422)
         record = self.active_plan
         before = record
         for ack in acks:
-            at = self._clock() if ack.at is None else ack.at
+            # A worker clock ahead of the agent's (skew) counts as now.
+            at = self._clock() if ack.at is None else min(ack.at, self._clock())
             self._register(ack.pid, (ack.operator,), since=at)  # it checked at `at`
             self.metrics.acks.inc()
             if record is not None:

@@ -41,6 +41,11 @@ FIRST_FETCH_TIMEOUT_S = 0.5
 ACK_WINDOW_S = 0.002  # gather acks from the Arrow batches of one check before posting
 MAX_BACKOFF_S = 2.0
 MAX_QUEUED_ACKS = 10_000
+# The agent refused the acks as malformed (400), from this credential (401, 403), or as
+# untrue of the job (422): sent again they would be refused again, and hold back the acks
+# queued behind them. 409 (this worker not registered yet, a batch the driver has not
+# reported yet) and anything else are retried.
+DROPPED_ACK_STATUSES = frozenset({400, 401, 403, 413, 422})
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +284,9 @@ class ControlClient:
                 continue
             try:
                 status, body = connection.request("POST", "/v1/control/acks", 5.0, batch)
-                if status >= 300:
+                if status in DROPPED_ACK_STATUSES:  # retrying cannot change the answer
+                    log.warning("acks refused (%d), dropped: %s", status, body[:500])
+                elif status >= 300:  # 409: not yet (watch first, the driver's batch)
                     raise OSError(f"acks answered {status}: {body[:200]!r}")
                 backoff = 0.05
             except (OSError, http.client.HTTPException) as error:

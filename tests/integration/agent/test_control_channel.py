@@ -281,3 +281,24 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
     finally:
         head.stop()
         server.stop()
+
+
+def test_a_refused_ack_is_dropped_and_does_not_hold_back_the_next(
+    agent: Any, clients: Any, call: Any, swap_model: Any
+) -> None:
+    """An ack the agent calls untrue (422) would be refused again: the client drops it (it is
+    refused once, not retried), and the acks after it still arrive."""
+    worker = clients(5001, "customer-detector")
+    _wait_until(lambda: 5001 in _live_pids(agent))
+    status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
+    assert status == 202
+    worker.ack("customer-detector", 99, 2)  # a version never published: 422
+    refused = 'swivel_agent_rejected_total{source="acks"} 1.0'
+    _wait_until(lambda: refused in call(agent.url + "/metrics")[1])
+    time.sleep(0.5)  # a retry (backoff from 50 ms) would have been refused again by now
+    assert refused in call(agent.url + "/metrics")[1]
+    worker.ack("customer-detector", 2, 2)
+    progress_url = f"{agent.url}/v1/plans/{plan['id']}"
+    _wait_until(
+        lambda: call(progress_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
+    )

@@ -200,16 +200,18 @@ def test_acks_and_reports_are_checked_against_what_the_agent_knows(
     register(url, 7, "combine")
     good = {"pid": 7, "operator": "combine", "version": 2, "configVersion": 2}
     lies = [
-        ({**good, "operator": "ghost"}, "[0].operator"),
-        ({**good, "version": 3}, "[0].version"),  # not published
-        ({**good, "configVersion": 9}, "[0].configVersion"),
-        ({**good, "pid": 8}, "[0].pid"),  # never watched
-        ({**good, "batchId": 2**62}, "[0].batchId"),  # would stall every later epoch plan
-        ({**good, "at": 1e12}, "[0].at"),
+        ({**good, "operator": "ghost"}, "[0].operator", 422),
+        ({**good, "version": 3}, "[0].version", 422),  # not published
+        ({**good, "configVersion": 9}, "[0].configVersion", 422),
+        ({**good, "at": 1e12}, "[0].at", 422),
+        # Not yet true (409, the client retries): a pid that never watched, a batch the
+        # driver has not reported (2^62 would have held every later epoch plan back).
+        ({**good, "pid": 8}, "[0].pid", 409),
+        ({**good, "batchId": 2**62}, "[0].batchId", 409),
     ]
-    for ack, field in lies:
+    for ack, field, expected in lies:
         status, body, _ = call(url + "/v1/control/acks", "POST", [ack])
-        assert status == 422 and [e["field"] for e in body["errors"]] == [field], body
+        assert status == expected and [e["field"] for e in body["errors"]] == [field], body
     assert call(url + "/v1/plans/" + plan["id"])[1]["progress"]["workersSwitched"] == 0
     far = {"batchId": 40 + 10_000_000, "event": "started"}
     status, body, _ = call(url + "/v1/driver/progress", "POST", far)
