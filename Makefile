@@ -56,4 +56,4 @@ bench: $(STAMP) ## Planner benchmark (MCS time for 100 / 1k / 10k operators)
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
 
-.PHONY: help setup demo plan lint unit test test-unstable chart crds bench clean
+.PHONY: help setup demo plan lint unit test test-unstable test-slow chart crds bench clean
