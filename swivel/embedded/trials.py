@@ -168,17 +168,21 @@ class TrialRunner:
         from short batches, as it does again after every trial's swap back."""
         self.runtime.wait_for_batches(warm_up_batches, timeout_s)
         # The first batch holds every row that arrived while Spark started: let the cheap
-        # model work it off (a batch of at most ~2 s of rows) before the expensive one runs.
+        # model work it off (a batch of at most ~2 s, or batches that stopped shrinking on
+        # a loaded machine) before the expensive one runs.
         deadline = time.monotonic() + timeout_s
-        caught_up = 2 * self.sizing.rows_per_second
-        while time.monotonic() < deadline:
-            last = self.runtime.progress[-1]
-            if int(last.get("numInputRows") or 0) <= caught_up:
-                break
+        while time.monotonic() < deadline and not self._caught_up():
             time.sleep(0.05)
         self.surge_started_at = time.time()
         expensive = self.agent.submit({"name": "surge", "spec": swap_back(self.sizing)})
         self.agent.wait(expensive["id"])
+
+    def _caught_up(self) -> bool:
+        progress = self.runtime.progress
+        if float(progress[-1].get("durationMs") or 0) <= 2000.0:
+            return True
+        rows = [int(p.get("numInputRows") or 0) for p in progress[-2:]]
+        return len(progress) >= 4 and rows[-1] <= 1.1 * rows[0]
 
     def _last_batch_ms(self) -> float:
         progress = self.runtime.progress
