@@ -295,13 +295,16 @@ def render_token_secret(owner: Owner, credentials: JobCredentials | str) -> Mani
 
 
 def job_credentials(secret: Manifest | None, owner: Owner, *, tls: bool = True) -> JobCredentials:
-    """The credentials an existing Secret holds (never rotated), new ones without it; with
-    `tls`, a certificate is issued when they have none (an upgrade from a Secret without)."""
-    credentials = JobCredentials.of_secret(secret) or new_credentials([], tls=False)
-    if not tls:
-        return credentials
+    """The credentials an existing Secret holds (never rotated), else new ones (with a
+    certificate when `tls`). A Secret an older operator wrote without a certificate gets
+    none: its driver pod's agent serves plain HTTP, and the operator must not speak HTTPS
+    to it (nor fall back to HTTP when TLS fails: that would be a downgrade). Such a job
+    gains TLS when it is re-created (docs/agent.md)."""
+    existing = JobCredentials.of_secret(secret)
+    if existing is not None:
+        return existing
     names = Names(owner.name)
-    return credentials.with_tls(agent_hosts(names.service, owner.namespace))
+    return new_credentials(agent_hosts(names.service, owner.namespace), tls=tls)
 
 
 def secret_outdated(existing: Manifest | None, rendered: Manifest) -> bool:

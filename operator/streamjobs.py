@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,10 +44,11 @@ from swivel.operator.rendering import (
     SINK_ANNOTATION,
     Names,
     Owner,
+    job_credentials,
     name_problems,
     render_children,
     restart_refusal,
-    token_of,
+    secret_outdated,
 )
 
 PLURAL = "streamjobs"
@@ -93,9 +94,10 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
     replaced, or `refused: <why>` (a restart that could not resume, `restart_refusal`)."""
     cluster, names = ctx.cluster, Names(owner.name)
     secret = await cluster.get(Ref("v1", "Secret", owner.namespace, names.token_secret))
-    token = (token_of(secret) if secret else None) or secrets.token_hex(32)
+    credentials = job_credentials(secret, owner)  # kept once issued, never rotated
     outcome = "kept"
-    for child in render_children(job, owner, token):
+    peer = os.environ.get("POD_NAMESPACE")  # the operator's: let into the agent port
+    for child in render_children(job, owner, credentials, operator_namespace=peer):
         if child["kind"] == "Pod":
             outcome = await _ensure_pod(ctx, child, job)
             continue
@@ -105,7 +107,7 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
             if failure.status != 409:
                 raise
             # The token is never rotated; a claim's spec is immutable once bound.
-            if child["kind"] not in CREATED_ONCE:
+            if child["kind"] not in CREATED_ONCE or secret_outdated(secret, child):
                 body = {k: v for k, v in child.items() if k not in ("apiVersion", "kind")}
                 await cluster.patch(Ref.of(child), body)
     return outcome

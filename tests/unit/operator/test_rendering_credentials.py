@@ -149,13 +149,21 @@ def test_the_certificate_is_the_job_cas_for_the_service_names() -> None:
     }  # fmt: skip
 
 
-def test_an_existing_secret_keeps_its_token_and_an_old_one_gains_tls() -> None:
+def test_an_existing_secret_keeps_its_token_and_certificate() -> None:
+    fresh = rendering.job_credentials(None, OWNER)
+    assert fresh.tls and len(fresh.token) == 64
+    rendered = rendering.render_token_secret(OWNER, fresh)
+    assert rendering.job_credentials(rendered, OWNER) == fresh  # never re-issued
+    assert not rendering.secret_outdated(rendered, rendered)
+    assert JobCredentials.of_secret(None) is None
+
+
+def test_an_older_operators_secret_gains_the_job_tokens_but_no_certificate() -> None:
+    """Its driver pod's agent serves plain HTTP: speaking HTTPS to it would cut the operator
+    off, falling back to HTTP would be a downgrade; it gains TLS when re-created."""
     old = {"data": {"token": base64.b64encode(b"kept").decode()}}
     credentials = rendering.job_credentials(old, OWNER)
-    assert credentials.token == "kept" and credentials.tls
+    assert credentials.token == "kept" and not credentials.tls
     rendered = rendering.render_token_secret(OWNER, credentials)
     assert rendering.secret_outdated(old, rendered)  # patched once, on upgrade
-    again = rendering.job_credentials(rendered, OWNER)
-    assert again == credentials  # never re-issued
-    assert not rendering.secret_outdated(rendered, rendering.render_token_secret(OWNER, again))
-    assert JobCredentials.of_secret(None) is None
+    assert set(rendered["data"]) == {"token", "driver-token", "worker-token"}
