@@ -57,7 +57,7 @@ def test_saves_replace_the_file_and_leave_no_temporaries(tmp_path: Path) -> None
     "content",
     [
         json.dumps({"format": 99}).encode(),  # another version's
-        b"{\"format\": 1, \"configVersion\": ",  # cut short
+        b'{"format": 1, "configVersion": ',  # cut short
         b"\xff\xfe\x00garbage",
         b"[1, 2]",
         json.dumps({"format": 1, "configVersion": "x"}).encode(),
