@@ -355,20 +355,22 @@ def _transform_once(runner: OperatorRunner, state: KeyState, config: OperatorCon
 def _late_old_rows(runner: OperatorRunner, state: KeyState, config: OperatorConfig) -> None:
     """Rows that need an older function than the one the key's state is at.
 
-    Within a batch the tag order rules this out; it happens only when a head process had
-    not received the snapshot by the time it ran a task of a *later* batch than the one
-    that transformed the key (docs/runtime.md, "Limits"). The rows still run (under the
-    function their tag names, on the state as it is); the worker says so on stderr once per
-    operator and version, so a run can be checked for it.
+    For a Fries non-head the tag order rules this out within a batch; it happens only when
+    a head process had not received the snapshot by the time it ran a task of a *later*
+    batch than the one that transformed the key (docs/runtime.md, "Limits"), or under the
+    naive scheduler. The rows still run (under the function their selection names, on the
+    state as it is); the worker says so on stderr once per operator and versions, so a run
+    can be checked for it.
     """
     seen = (runner.plan.name, config.version, state.version)
     if seen in _late:
         return
     _late.add(seen)
     print(
-        f"swivel: {runner.plan.name}: rows tagged for function version {config.version} met "
-        f"a key whose state is already at version {state.version} (a head switched after a "
-        "later batch started); they ran on that state",
+        f"swivel: {runner.plan.name}: rows for function version {config.version} met a key "
+        f"whose state is already at version {state.version}: a worker (a Fries head, a naive "
+        "target) was still on the old version in a later batch than the one that switched "
+        "the key; they ran on that state (docs/runtime.md, Limits)",
         file=sys.stderr,
     )
 

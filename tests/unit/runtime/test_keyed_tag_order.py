@@ -130,4 +130,4 @@ def test_old_rows_after_the_batch_that_transformed_the_key_are_reported(
     rows = _by_record(list(run_keyed_group(runner, (7,), iter([_rows(["o1"], 1)]), state)))
     assert rows["o1"]["transforms"] == 1
     assert (state.value, state.version) == ({"seen": 5, "transforms": 1}, 2)
-    assert "det-late: rows tagged for function version 1 met a key" in capfd.readouterr().err
+    assert "det-late: rows for function version 1 met a key" in capfd.readouterr().err
