@@ -64,6 +64,8 @@ class AgentHealth:
     active_plan: str | None = None
     workers: int = 0
     message: str = ""
+    # Where the agent moved a corrupt state file at start (it then runs the job's spec).
+    state_recovered_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,7 @@ class ClientAgentLink:
             active_plan=config.get("activePlan"),
             workers=len(topology.get("workers") or []),
             message=message,
+            state_recovered_from=config.get("stateRecoveredFrom"),
         )
 
     async def loads(self, job: JobAddress) -> Loads | None:

@@ -70,7 +70,11 @@ def tls_context(environ: Mapping[str, str]) -> ssl.SSLContext | None:
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as error:  # ssl.SSLError too; neither names the file
+        reason = f"the agent's certificate {cert} or key {key}: {error.strerror or error}"
+        raise OSError(error.errno, reason) from None
     return context
 
 

@@ -58,7 +58,8 @@ def command(
         hub = Hub(job.spec, job.name, store=StateStore(state_dir), schedule_dir=schedule_dir)
         tls = tls_context(os.environ)  # the certificate the operator issued, when mounted
     except OSError as error:  # an unreadable state file or certificate: say which
-        raise click.ClickException(f"{error.filename or ''}: {error.strerror or error}") from None
+        where = f"{error.filename}: " if error.filename else ""
+        raise click.ClickException(f"{where}{error.strerror or error}") from None
     scheme = "https" if tls else "http"
     click.echo(f"swivel agent for {job.name} on {scheme}://{host}:{port} (state in {state_dir})")
     web.run_app(
