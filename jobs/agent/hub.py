@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +39,13 @@ from swivel.jobs.agent.submissions import (
     updated_operators,
 )
 from swivel.jobs.agent.wire import BodyRejected, CoordinationReport, MigrationReport, ProgressReport
+from swivel.jobs.agent.workers import WorkerRegistry
 from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.migration.actions import ACTIONS as MIGRATION_ACTIONS
 from swivel.jobs.migration.actions import driver_action
 
-MAX_WORKERS = 4096  # registered at once; a worker not seen for `forget_after_s` is dropped
 MAX_BATCH_JUMP = 1_000_000  # a driver's batch id this far beyond the last one is a lie
-
-
-@dataclass
-class Worker:
-    pid: int
-    operators: set[str] = field(default_factory=set)
-    last_seen: float = 0.0
-    watching: int = 0  # long-polls in flight: a worker blocked in one is alive
-    # operator -> since when it hosts it: the agent's clock when first told, or the earlier
-    # worker time of an ack (the check that chose a version), whichever is earlier
-    hosting_since: dict[str, float] = field(default_factory=dict)
 
 
 class Hub:
@@ -86,7 +75,17 @@ class Hub:
         if migrations is None:  # the driver runs a MigrationDriver (docs/migration.md)
             migrations = os.environ.get("SWIVEL_AGENT_MIGRATIONS") == "1"
         self.migrations = migrations
-        self.workers: dict[int, Worker] = {}
+        self.registry = WorkerRegistry(
+            [op.name for op in job.dataflow.operators],
+            clock,
+            ttl_s=worker_ttl_s,
+            forget_after_s=self._forget_after_s,
+        )
+        self.workers = self.registry.by_pid  # pid -> Worker (workers.py)
+        self.known_operators = self.registry.known_operators
+        self._register = self.registry.register
+        self._registered = self.registry.registered
+        self.live_workers = self.registry.live
         self._booted_at = clock()
         self.ready = False
         self._last_started: int | None = None
@@ -178,53 +177,11 @@ class Hub:
                 worker.watching -= 1
                 worker.last_seen = self._clock()
 
-    def known_operators(self, names: str) -> list[str]:
-        """The comma-separated operator names of a watch call, each one of the job's
-        (BodyRejected 422 otherwise: a registry entry per made-up name is unbounded)."""
-        listed = [op for op in names.split(",") if op] if len(names) <= 65536 else None
-        known = {op.name for op in self.job.dataflow.operators}
-        unknown = sorted(set(listed or ()) - known)
-        if listed is None or unknown:
-            reason = f"not operators of this job: {unknown[:5]}" if unknown else "too long"
-            raise BodyRejected.single("operators", reason, 422)
-        return listed
-
-    def _register(self, pid: int, operators: Iterable[str], since: float | None = None) -> Worker:
-        """Note that `pid` is alive and hosts `operators`, at the latest since `since` (the
-        worker's time of an ack; now when None or later)."""
-        worker = self.workers.get(pid)
-        if worker is None:
-            self._forget_workers()
-            if len(self.workers) >= MAX_WORKERS:
-                reason = f"{MAX_WORKERS} workers are registered and alive; no room for another"
-                raise BodyRejected.single("pid", reason, 429)
-            worker = self.workers[pid] = Worker(pid)
-        now = self._clock()
-        since = now if since is None else min(since, now)
-        for op in operators:
-            if op:
-                worker.operators.add(op)
-                worker.hosting_since[op] = min(worker.hosting_since.get(op, since), since)
-        worker.last_seen = now
-        return worker
-
-    def _forget_workers(self) -> None:
-        horizon = self._clock() - self._forget_after_s
-        for pid in [p for p, w in self.workers.items() if not w.watching and w.last_seen < horizon]:
-            del self.workers[pid]
-
-    def _registered(self, pid: int) -> bool:
-        return pid in self.workers
-
     def latest_batch(self) -> int | None:
         """The last batch id the driver reported (kept across agent restarts), None before."""
         seen = [b for b in (self._last_started, self._last_completed) if b is not None]
         seen += [max(self._state.batch_versions)] if self._state.batch_versions else []
         return max(seen) if seen else None
-
-    def live_workers(self) -> list[Worker]:
-        horizon = self._clock() - self._worker_ttl_s
-        return [w for w in self.workers.values() if w.watching or w.last_seen >= horizon]
 
     # -- plans ----------------------------------------------------------------------------
 
@@ -632,7 +589,7 @@ class Hub:
 
     def tick(self) -> None:
         """Periodic: forget dead workers, re-check the plan (a dead worker may unblock it)."""
-        self._forget_workers()
+        self.registry.forget()
         self.metrics.workers.set(len(self.live_workers()))
         self.check_plan()
 

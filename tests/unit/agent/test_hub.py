@@ -308,10 +308,10 @@ def test_a_worker_not_seen_for_the_forget_time_is_forgotten(tmp_path: Path) -> N
 
 
 def test_the_worker_registry_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from swivel.jobs.agent import hub as hub_module
+    from swivel.jobs.agent import workers as workers_module
     from swivel.jobs.agent.wire import BodyRejected
 
-    monkeypatch.setattr(hub_module, "MAX_WORKERS", 3)
+    monkeypatch.setattr(workers_module, "MAX_WORKERS", 3)
     clock = Clock()
     agent = hub(tmp_path, clock, worker_ttl_s=10, forget_after_s=40)
     for pid in (1, 2, 3):
