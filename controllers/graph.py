@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import graphlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from swivel.controllers.errors import PlanningError
@@ -161,6 +161,30 @@ class Dataflow:
             sorter.add(op.name, *self.parents[op.name])
         return tuple(sorter.static_order())
 
+    @cached_property
+    def out_shape(self) -> tuple[Mapping[str, int], frozenset[str], frozenset[str]]:
+        """(out-degree by operator, operators with a broadcast out-edge, operators with a
+        broadcast out-edge into a consumer with several workers): what fan-outs read."""
+        degree = dict.fromkeys((op.name for op in self.operators), 0)
+        broadcasts: set[str] = set()
+        copying: set[str] = set()
+        by_name = self.by_name
+        for edge in self.edges:
+            degree[edge.source] += 1
+            if edge.partitioning is Partitioning.BROADCAST:
+                broadcasts.add(edge.source)
+                if by_name[edge.target].parallelism > 1:
+                    copying.add(edge.source)
+        return degree, frozenset(broadcasts), frozenset(copying)
+
+    def copies_output(self, name: str) -> bool:
+        """Does one output tuple of `name` go to two or more places: several out-edges (a
+        fan-out copies, unless the operator `routes`), or several workers of a broadcast
+        edge's consumer? (In a worker graph, hash edges to several workers count too:
+        sound, more cautious.)"""
+        degree, _, copying = self.out_shape
+        return not self.by_name[name].routes and (degree[name] > 1 or name in copying)
+
     def sources(self) -> tuple[str, ...]:
         return tuple(op.name for op in self.operators if not self.parents[op.name])
 
@@ -192,25 +216,47 @@ def resolve_fan_outs(dataflow: Dataflow, *, broadcast: bool = True) -> Dataflow:
     """
     if dataflow.fan_outs_resolved:
         return dataflow
-    by_name = dataflow.by_name
+    return Dataflow(
+        fan_out_operators(dataflow, broadcast=broadcast), dataflow.edges, fan_outs_resolved=True
+    )
+
+
+def fan_out_flags(
+    dataflow: Dataflow, op: Operator, *, broadcast: bool = True
+) -> tuple[bool, bool, bool]:
+    """(one-to-many, at most one tuple per out-edge, blocking) of `op` in `dataflow` once
+    its fan-out is read (Def. 5.2; the rule is `resolve_fan_outs`'s doc)."""
+    declared = op.one_to_many, op.at_most_one_per_edge, op.blocking
+    if dataflow.fan_outs_resolved:
+        return declared
+    degree, broadcasts, copying = dataflow.out_shape
+    broadcasting = broadcast and op.name in broadcasts
+    if not broadcasting and (degree[op.name] < 2 or op.routes):
+        return declared
+    # A uniqueness operator emits at most one tuple per record, so one per edge.
+    several_per_edge = op.one_to_many and not op.at_most_one_per_edge and not op.unique_per_record
+    copies = broadcasting and op.name in copying
+    return True, not (several_per_edge or copies), False
+
+
+def fan_out_operators(dataflow: Dataflow, *, broadcast: bool = True) -> tuple[Operator, ...]:
+    """The operators of `resolve_fan_outs(dataflow)`, without building (and validating
+    again) a new Dataflow."""
     resolved: list[Operator] = []
     for op in dataflow.operators:
-        out = dataflow.out_edges[op.name]
-        broadcasts = [e for e in out if broadcast and e.partitioning is Partitioning.BROADCAST]
-        if not broadcasts and (len(out) < 2 or op.routes):
+        flags = fan_out_flags(dataflow, op, broadcast=broadcast)
+        if flags == (op.one_to_many, op.at_most_one_per_edge, op.blocking):
             resolved.append(op)
             continue
-        # A uniqueness operator emits at most one tuple per record, so one per edge.
-        several_per_edge = (
-            op.one_to_many and not op.at_most_one_per_edge and not op.unique_per_record
-        )
-        copies = any(by_name[e.target].parallelism > 1 for e in broadcasts)
         resolved.append(
-            replace(
-                op,
-                cardinality=Cardinality.ONE_TO_MANY,
-                at_most_one_per_edge=not (several_per_edge or copies),
-                blocking=False,
+            Operator(
+                op.name,
+                Cardinality.ONE_TO_MANY if flags[0] else Cardinality.ONE_TO_ONE,
+                at_most_one_per_edge=flags[1],
+                unique_per_record=op.unique_per_record,
+                blocking=flags[2],
+                parallelism=op.parallelism,
+                routes=op.routes,
             )
         )
-    return Dataflow(tuple(resolved), dataflow.edges, fan_outs_resolved=True)
+    return tuple(resolved)

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .graph import Dataflow, GraphError, resolve_fan_outs
+from .graph import Dataflow, GraphError
 from .seeding import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,
@@ -126,8 +126,7 @@ def plan_mcs(dataflow: Dataflow, targets: Iterable[str], *, pruning: bool = True
     several workers send each tuple to one of them.
     Raises `GraphError("targets[i]", ...)` for a target the dataflow does not have.
     """
-    dataflow = resolve_fan_outs(dataflow)
-    graph = index_dataflow(dataflow, cut_blocking=True)
+    graph = index_dataflow(dataflow, cut_blocking=True, fan_outs=True)
     wanted = _positions(graph, targets, "targets")
     selection = select_seeds(graph, wanted, pruning=pruning)
     vertices, edges = _cover(graph, selection.seeds, blue=selection.feeds_target)

@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .graph import Dataflow, Operator, Partitioning
+from .graph import Dataflow, fan_out_flags
 
 EDGE_WISE_ONE_TO_ONE: Final = "edge-wise-one-to-one"
 UNIQUENESS: Final = "uniqueness"
@@ -74,16 +74,22 @@ class IndexedDataflow:
 
     names: tuple[str, ...]  # topological order; an operator's position is its index
     position: Mapping[str, int]
-    operators: tuple[Operator, ...]
     children: tuple[tuple[int, ...], ...]
     parents: tuple[tuple[int, ...], ...]
-    # Sends each output tuple down several out-edges, or as several copies down one (a
-    # fan-out, a broadcast into several workers): its own uniqueness shields nothing.
+    # The flags the rules read, by position (fan-outs resolved when asked for).
+    one_to_many: tuple[bool, ...]
+    per_edge: tuple[bool, ...]  # at most one tuple per out-edge
+    unique: tuple[bool, ...]
+    # A uniqueness operator that sends each output tuple down several out-edges, or as
+    # several copies down one (a fan-out, a broadcast into several workers): no gate.
     copies: tuple[bool, ...]
 
 
-def index_dataflow(dataflow: Dataflow, *, cut_blocking: bool) -> IndexedDataflow:
-    """Index `dataflow`; with `cut_blocking`, drop every out-edge of a blocking operator.
+def index_dataflow(
+    dataflow: Dataflow, *, cut_blocking: bool, fan_outs: bool = False
+) -> IndexedDataflow:
+    """Index `dataflow`; with `cut_blocking`, drop every out-edge of a blocking operator;
+    with `fan_outs`, resolve the operators' cardinality first (`graph.resolve_fan_outs`).
 
     Those are the edges §7.1 cuts: the operator ends the pipelined region of its inputs and
     its children begin a new one. Children come out in ascending position (they are filled
@@ -92,8 +98,12 @@ def index_dataflow(dataflow: Dataflow, *, cut_blocking: bool) -> IndexedDataflow
     names = dataflow.topological_order
     position = {name: index for index, name in enumerate(names)}
     by_name = dataflow.by_name
-    operators = tuple(by_name[name] for name in names)
-    cut = [cut_blocking and op.blocking for op in operators]
+    operators = [by_name[name] for name in names]
+    if fan_outs:
+        flags = [fan_out_flags(dataflow, op) for op in operators]
+    else:
+        flags = [(op.one_to_many, op.at_most_one_per_edge, op.blocking) for op in operators]
+    cut = [cut_blocking and blocking for _, _, blocking in flags]
     parents_by_name = dataflow.parents
     children: list[list[int]] = [[] for _ in names]
     parents: list[tuple[int, ...]] = []
@@ -102,24 +112,17 @@ def index_dataflow(dataflow: Dataflow, *, cut_blocking: bool) -> IndexedDataflow
         parents.append(mine)
         for p in mine:
             children[p].append(v)
+    unique = tuple(op.unique_per_record for op in operators)
     return IndexedDataflow(
         names=names,
         position=position,
-        operators=operators,
         children=tuple(map(tuple, children)),
         parents=tuple(parents),
-        copies=tuple(_copies(dataflow, op) for op in operators),
-    )
-
-
-def _copies(dataflow: Dataflow, op: Operator) -> bool:
-    out = dataflow.out_edges[op.name]
-    if op.routes:
-        return False
-    return len(out) > 1 or any(
-        edge.partitioning is Partitioning.BROADCAST
-        and dataflow.by_name[edge.target].parallelism > 1
-        for edge in out
+        one_to_many=tuple(many for many, _, _ in flags),
+        per_edge=tuple(per_edge for _, per_edge, _ in flags),
+        unique=unique,
+        # Only a uniqueness operator's copies matter (`_uniqueness_gates`).
+        copies=tuple(u and dataflow.copies_output(n) for u, n in zip(unique, names, strict=True)),
     )
 
 
@@ -139,20 +142,19 @@ def select_seeds(
     """Targets plus the one-to-many ancestors that must synchronise (see the module doc)."""
     feeds = _feeds_target(graph, targets)
     rules = _pruning_rules(graph, targets, feeds) if pruning else {}
-    operators = graph.operators
     seeds = set(targets)
     pruned: dict[int, str] = {}
     # below_kept[v]: v has a one-to-many ancestor that is kept, so v is not "earliest".
     # Filled forwards (push to children), so it is final when v's turn comes.
-    below_kept = [False] * len(operators)
-    for v, op in enumerate(operators):
+    below_kept = [False] * len(graph.names)
+    for v, one_to_many in enumerate(graph.one_to_many):
         if not feeds[v]:
             continue  # every parent of an operator that feeds a target feeds one too
-        kept = op.one_to_many and v not in rules
+        kept = one_to_many and v not in rules
         if below_kept[v] or kept:
             for c in graph.children[v]:
                 below_kept[c] = True
-        if below_kept[v] or not op.one_to_many:
+        if below_kept[v] or not one_to_many:
             continue
         if kept:
             seeds.add(v)
@@ -180,10 +182,10 @@ def _pruning_rules(
     """The rule that proves each one-to-many operator leading to a target harmless, if any."""
     gates = _uniqueness_gates(graph, targets, feeds)
     rules: dict[int, str] = {}
-    for v, op in enumerate(graph.operators):
-        if not (feeds[v] and op.one_to_many):
+    for v, one_to_many in enumerate(graph.one_to_many):
+        if not (feeds[v] and one_to_many):
             continue
-        if op.at_most_one_per_edge and sum(feeds[c] for c in graph.children[v]) == 1:
+        if graph.per_edge[v] and sum(feeds[c] for c in graph.children[v]) == 1:
             rules[v] = EDGE_WISE_ONE_TO_ONE
         elif gates[v] != _NONE:
             rules[v] = UNIQUENESS
@@ -205,8 +207,8 @@ def _uniqueness_gates(
     count = len(graph.names)
     gate = [_NONE] * count
     eligible = [
-        op.unique_per_record and feeds[v] and v not in targets and not graph.copies[v]
-        for v, op in enumerate(graph.operators)
+        unique and feeds[v] and v not in targets and not graph.copies[v]
+        for v, unique in enumerate(graph.unique)
     ]
     if not any(eligible):
         return gate
