@@ -91,6 +91,30 @@ def test_a_uniqueness_operator_that_is_a_target_does_not_shield_itself() -> None
     assert components(plan_mcs(dataflow, ["R"])) == [{"R"}]
 
 
+def test_the_oracle_catches_the_plan_that_reads_cardinality_off_the_kinds_only() -> None:
+    """Issue 10: parse -> {s1, s2} -> u -> det. Planned as if parse were one-to-one (the
+    flags taken as given, as before Def. 5.2 was applied to fan-outs), s1 and s2 head the
+    component and one payment's two copies can reach det under two versions."""
+    operators = [Operator(n) for n in ("payments", "parse", "s1", "s2", "u", "det")]
+    edges = (
+        Edge("payments", "parse"),
+        Edge("parse", "s1"),
+        Edge("parse", "s2"),
+        Edge("s1", "u"),
+        Edge("s2", "u"),
+        Edge("u", "det"),
+    )
+    targets = {"s1", "s2", "det"}
+    kinds_only = plan_mcs(Dataflow(tuple(operators), edges, fan_outs_resolved=True), targets)
+    dataflow = Dataflow(tuple(operators), edges)
+    assert kinds_only.components[0].heads == ("s1", "s2")
+    assert unsafe_splitters(dataflow, targets, kinds_only.operators) == {"parse"}
+    plan = plan_mcs(dataflow, targets)
+    assert plan.components[0].heads == ("parse",)
+    assert unsafe_splitters(dataflow, targets, plan.operators) == set()
+    assert heads_fed_twice(dataflow, plan) == set()
+
+
 # --- brute-force oracle ------------------------------------------------------------------
 #
 # The oracle reads what each operator does with one input tuple, independently of the
