@@ -195,6 +195,8 @@ def spark_conf(job: StreamJob, owner: Owner) -> dict[str, str]:
         # Executors and driver authenticate each other's RPC (Spark on Kubernetes generates
         # the secret and hands it to the executors it creates).
         "spark.authenticate": "true",
+        # The UI (inside the job only: NetworkPolicy) reads; it does not kill stages or jobs.
+        "spark.ui.killEnabled": "false",
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": _jvm_memory(spec.executor.memory),

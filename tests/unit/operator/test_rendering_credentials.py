@@ -111,6 +111,7 @@ def test_spark_rpc_is_authenticated_and_the_ui_is_not_on_the_service(
 ) -> None:
     config = yaml.safe_load(children["ConfigMap/fraud-detection-job"]["data"]["job.yaml"])
     assert config["spec"]["sparkConf"]["spark.authenticate"] == "true"
+    assert config["spec"]["sparkConf"]["spark.ui.killEnabled"] == "false"
     spec = job.spec.model_copy(update={"spark_conf": {"spark.authenticate": "false"}})
     overridden = rendering.spark_conf(job.model_copy(update={"spec": spec}), OWNER)
     assert overridden["spark.authenticate"] == "true"  # the operator's setting wins
