@@ -180,3 +180,28 @@ def test_a_refused_image_fails_the_job_visibly_and_creates_nothing(
     monkeypatch.setenv("SWIVEL_ALLOWED_IMAGES", "registry.example.com,ghcr.io/swivel-dev")
     h.patch("streamjobs", "fraud-detection", {"spec": {"image": "ghcr.io/swivel-dev/swivel:0.2"}})
     wait_for(lambda: h._pod("fraud-detection-driver"), 10, "the driver pod")
+
+
+def test_a_spark_setting_that_mounts_a_secret_fails_the_job_and_creates_nothing(
+    harness: Harness,
+) -> None:
+    """The sparkConf denylist is part of the model, so the operator refuses such a job like
+    any invalid spec: a Failed phase naming the key, a Warning Event, no child."""
+    h = harness
+    body = h.example("streamjob.yaml")
+    body["metadata"] = {"name": "fraud-detection"}
+    body["spec"]["sparkConf"] = {"spark.kubernetes.executor.secrets.db-password": "/etc/db"}
+    h.create("streamjobs", body)
+    failed = h.wait_phase("streamjobs", "fraud-detection", "Failed")
+    message = failed["status"]["message"]
+    assert message.startswith(
+        "spec.sparkConf[spark.kubernetes.executor.secrets.db-password]: not allowed: it mounts"
+    ), message
+
+    def invalid_event() -> Any:
+        events = h.core.list_namespaced_event(h.namespace).items
+        return next((e for e in events if e.reason == "InvalidSpec"), None)
+
+    assert wait_for(invalid_event, 5, "an InvalidSpec Event").type == "Warning"
+    assert h._pod("fraud-detection-driver") is None
+    assert _secret(h, "fraud-detection-agent-token") is None
