@@ -41,17 +41,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, example, given, note, seed, settings
 
 from tests.integration.runtime.consistency_cases import (
-    Accepted,
     Case,
     cases,
-    decide,
     hashed_chain_example,
     heads_only,
     issue_example,
-    not_compilable,
-    run_case,
     targets_on_one_path,
 )
+from tests.integration.runtime.consistency_runs import Accepted, decide, not_compilable, run_case
 
 pytestmark = pytest.mark.spark
 
@@ -111,6 +108,10 @@ def _classify(case: Case, scheduler: str, summary: dict[str, Any]) -> Accepted |
         return None
     decision = decide(case, scheduler)
     if not isinstance(decision, Accepted):
+        # Refused with `field: reason` before anything changes in the running job.
+        assert decision.status == 422 and decision.problems, decision
+        assert all(p.field and p.reason for p in decision.problems), decision
+        assert decision.unchanged, decision
         summary["refused"] += 1
         for problem in decision.problems:
             summary["refused_by_field"][f"{decision.status} {problem.field}"] += 1
@@ -132,6 +133,7 @@ def test_every_accepted_fries_plan_is_consistent_on_spark(spark, tmp_path: Path)
         "violations": 0,
         "features": Counter(),
         "runs_switched_mid_surge": 0,
+        "rows_on_transformed_state": 0,
         "runs": [],
     }
     started = time.monotonic()
@@ -153,6 +155,7 @@ def test_every_accepted_fries_plan_is_consistent_on_spark(spark, tmp_path: Path)
         summary["process_events"] += run.verdict.process_events
         summary["violations"] += len(run.verdict.violations)
         summary["features"].update(case.features())
+        summary["rows_on_transformed_state"] += run.on_transformed_state
         summary["runs_switched_mid_surge"] += bool(
             run.generations["old"] and run.generations["new"]
         )
