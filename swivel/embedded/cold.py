@@ -36,6 +36,7 @@ class ColdRestart:
     def __init__(self, runtime: Any, job_manifest: dict[str, Any], workdir: Path) -> None:
         self.runtime, self.manifest, self.workdir = runtime, job_manifest, workdir
         self.released = threading.Event()
+        self.resumed = threading.Event()  # the query runs in this process again
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at: float | None = None
         self._original: Any = None
@@ -82,7 +83,20 @@ class ColdRestart:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        return runtime.start(baseline)
+        try:
+            return runtime.start(baseline)
+        finally:
+            self.resumed.set()
+
+    def wait_resumed(self, timeout_s: float = STOP_TIMEOUT_S + 60.0) -> None:
+        """After `release`: until the query runs in this process again and one of its
+        batches completed (the rows of the hand-over are in it)."""
+        if not self.resumed.wait(timeout_s):
+            raise TimeoutError("the query did not resume after the cold restart")
+        seen = len(self.runtime.progress)
+        deadline = time.monotonic() + timeout_s
+        while len(self.runtime.progress) == seen and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def _children() -> dict[int, list[int]]:

@@ -261,7 +261,8 @@ class TrialRunner:
             plan = self.agent.wait(self.agent.submit(body)["id"])
             completed = time.time()
             if cold is not None:
-                cold.release()  # measured: back to this driver (the wait below sees it)
+                cold.release()  # measured: back to this driver
+                cold.wait_resumed()  # its first batch holds the hand-over's rows
         self.events.append((scheduler, requested, completed))
         time.sleep(after_s)  # the cheap model at work: the "after" latency
         self._wait_for_drain()
