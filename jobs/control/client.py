@@ -6,7 +6,10 @@ a module-level singleton started lazily on first use in each process and guarded
 the data path: `current()` reads the newest snapshot from memory; a daemon thread
 long-polls the agent (`GET /v1/control/watch`) and another posts batched acknowledgements
 (`POST /v1/control/acks`). Only the first call in a process fetches synchronously, with a
-short timeout, so a freshly forked worker never starts on a stale configuration.
+short timeout, so a freshly forked worker never starts on a stale configuration; and
+`refresh()`, which the wrappers call once per micro-batch and process (at the first check of
+a batch, `swivel.jobs.runtime.operators`), asks the agent synchronously for anything newer:
+the long-poll may be broken or late, a batch-start read is not (docs/runtime.md, "Tags").
 
 Standard library only: every Python worker imports this module.
 
@@ -38,6 +41,11 @@ ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
 ENV_CA = "SWIVEL_AGENT_CA"
 WATCH_TIMEOUT_S = 20.0
 FIRST_FETCH_TIMEOUT_S = 0.5
+REFRESH_ATTEMPT_TIMEOUT_S = 1.0  # one synchronous GET /v1/control/watch?timeout=0
+# How long `refresh` keeps retrying before it gives up and the task fails (Spark retries
+# the task; a batch that still fails is replayed from the checkpoint, pinned): a worker must
+# not run a batch on a snapshot that may miss a transition another worker already ran.
+REFRESH_DEADLINE_S = float(os.environ.get("SWIVEL_REFRESH_DEADLINE_S", "10"))
 ACK_WINDOW_S = 0.002  # gather acks from the Arrow batches of one check before posting
 MAX_BACKOFF_S = 2.0
 MAX_QUEUED_ACKS = 10_000
@@ -48,6 +56,10 @@ MAX_QUEUED_ACKS = 10_000
 DROPPED_ACK_STATUSES = frozenset({400, 401, 403, 413, 422})
 
 log = logging.getLogger(__name__)
+
+
+class RefreshError(RuntimeError):
+    """The agent could not be asked for its newest snapshot within the refresh deadline."""
 
 
 class _Connection:
@@ -137,6 +149,8 @@ class ControlClient:
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watch_connection: _Connection | None = None
+        self._refresh_connection: _Connection | None = None
+        self._refresh_lock = threading.Lock()
 
     # -- the data path: cheap, never blocks on the network ---------------------------------
 
@@ -210,6 +224,8 @@ class ControlClient:
             self._ack_ready.notify_all()
         for thread in self._threads:
             thread.join(timeout)
+        if self._refresh_connection is not None:
+            self._refresh_connection.close()
 
     def wait_for_revision(self, revision: int, timeout: float) -> Snapshot | None:
         """Block until a snapshot at `revision` or later arrived (tests, the driver)."""
@@ -221,6 +237,38 @@ class ControlClient:
                     return None
                 self._changed.wait(remaining)
             return self._snapshot
+
+    def refresh(self, deadline_s: float = REFRESH_DEADLINE_S) -> Snapshot | None:
+        """Ask the agent now for a snapshot newer than ours (`GET /v1/control/watch` with
+        `timeout=0`: one round trip, answered at once with the snapshot or 304) and return
+        the newest one held.
+
+        The data path calls this at the first check of every micro-batch: whatever the agent
+        published before the call is then in memory, whether or not the long-poll delivered
+        it. Failures are retried (a new connection each time, backing off) until
+        `deadline_s`, then `RefreshError`: the caller must not go on with a snapshot that
+        may be stale while a transition could be in flight.
+        """
+        deadline = time.monotonic() + deadline_s
+        backoff = 0.02
+        with self._refresh_lock:  # one data-path thread per process; kept safe anyway
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    if self._refresh_connection is None:
+                        self._refresh_connection = _Connection(self.base_url, self._token, self._ca)
+                    timeout = max(0.05, min(REFRESH_ATTEMPT_TIMEOUT_S, remaining))
+                    self._watch_once(self._refresh_connection, timeout, 0)
+                    return self._snapshot
+                except (OSError, http.client.HTTPException, ValueError) as error:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise RefreshError(
+                            f"no answer from the agent at {self.base_url} for "
+                            f"{deadline_s:g} s: {error}"
+                        ) from error
+                    time.sleep(min(backoff, remaining))
+                    backoff = min(backoff * 2, 0.5)
 
     # -- background threads ---------------------------------------------------------------
 
@@ -238,6 +286,16 @@ class ControlClient:
         if status == 200:
             snapshot = Snapshot.from_json(json.loads(body))
             with self._changed:
+                held = self._snapshot
+                # The watch thread and `refresh` both install: an answer to an older request
+                # must not replace a newer snapshot the other one installed meanwhile (an
+                # agent that lost its state, revision going back, is still followed).
+                if (
+                    held is not None
+                    and held.revision != since
+                    and held.revision > snapshot.revision
+                ):
+                    return
                 self._snapshot = snapshot
                 self.received_at = self._clock()
                 self._changed.notify_all()
@@ -369,6 +427,17 @@ def current(operator: str | None = None) -> Snapshot | None:
     if operator is not None:
         client.register(operator)
     return client.current()
+
+
+def refresh(operator: str | None = None) -> Snapshot | None:
+    """Ask the agent synchronously for its newest snapshot (`ControlClient.refresh`; raises
+    `RefreshError`); None without an agent."""
+    client = get_client()
+    if client is None:
+        return None
+    if operator is not None:
+        client.register(operator)
+    return client.refresh()
 
 
 def ack(

@@ -8,6 +8,15 @@ one JSON file that every worker re-reads when its mtime changes (a `stat` per ch
 way to show, deterministically, what the naive scheduler does when switches are not
 coordinated. `StaticFeed` never changes (a job run without an agent).
 
+Two reads, as in production: `current` is the asynchronous path (what the agent's long-poll
+has delivered to this process so far, read from memory at every check), `refresh` the
+synchronous one (the wrappers' read at the first check of each micro-batch, and when a row
+carries a tag newer than the process's snapshot). A FileFeed's `lag` models the delivery
+delay of the long-poll only: `refresh` re-reads the file and makes everything published up
+to that moment visible to every operator of the process, as a synchronous
+`GET /v1/control/watch?timeout=0` would. So a lag of an hour is a worker whose long-poll
+never delivers: it switches at its next batch start, not never (docs/runtime.md, "Tags").
+
 A feed is pickled into the query's Python functions, so it holds only plain settings; any
 connection or cache is rebuilt lazily in each worker process.
 """
@@ -28,6 +37,11 @@ from swivel.jobs.control.snapshots import Snapshot
 class SnapshotFeed(Protocol):
     def current(self, operator: str) -> Snapshot:
         """The newest snapshot `operator` may see now (from memory; never blocks long)."""
+        ...
+
+    def refresh(self, operator: str) -> Snapshot:
+        """Read the newest snapshot synchronously (one round trip); what `current` returns
+        afterwards is at least as new. Raises when it cannot: the caller must not go on."""
         ...
 
     def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
@@ -52,6 +66,9 @@ class StaticFeed:
     def current(self, operator: str) -> Snapshot:
         return self.snapshot
 
+    def refresh(self, operator: str) -> Snapshot:
+        return self.snapshot
+
     def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
         operator: str,
@@ -68,7 +85,8 @@ class StaticFeed:
 class FileFeed:
     """Snapshots published to a JSON file (`publish`), seen by every worker on its next check.
 
-    `lag` delays, per operator, when a publication becomes visible (seconds).
+    `lag` delays, per operator, when a publication becomes visible through `current`
+    (seconds): the long-poll's delivery delay. `refresh` sees every publication up to now.
     """
 
     path: str
@@ -88,9 +106,20 @@ class FileFeed:
             self._mtime = mtime
         if not self._published:
             raise LookupError(f"no snapshot published in {self.path}")
-        visible_before = time.time() - self.lag.get(operator, 0.0)
-        visible = [s for at, s in self._published if at <= visible_before]
-        return visible[-1] if visible else self._published[0][1]
+        delivered_before = time.time() - self.lag.get(operator, 0.0)
+        delivered = sum(1 for at, _ in self._published if at <= delivered_before)
+        # Publications are appended: the first n entries are those a refresh read.
+        seen = max(delivered, _file_refreshed.get(self.path, 0), 1)
+        return self._published[min(seen, len(self._published)) - 1][1]
+
+    def refresh(self, operator: str) -> Snapshot:
+        """Re-read the file now; every snapshot published so far becomes visible to every
+        operator of this process (the lag delays only the asynchronous delivery)."""
+        self._mtime = -2.0  # read the file even if its mtime looks unchanged
+        self.current(operator)  # LookupError when nothing is published: the task fails
+        count = len(self._published)
+        _file_refreshed[self.path] = max(_file_refreshed.get(self.path, 0), count)
+        return self.current(operator)
 
     def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
@@ -159,6 +188,12 @@ class AgentFeed:
         snapshot = self._client().current(operator)
         return snapshot if snapshot is not None else self.initial
 
+    def refresh(self, operator: str) -> Snapshot:
+        """`GET /v1/control/watch?timeout=0` now (`client.refresh`; `RefreshError` once its
+        retries are spent)."""
+        snapshot = self._client().refresh(operator)
+        return snapshot if snapshot is not None else self.initial
+
     def ack(  # noqa: PLR0917  (the wrappers' call, kept positional)
         self,
         operator: str,
@@ -172,3 +207,6 @@ class AgentFeed:
 
 
 _written_by_feeds: dict[str, str] = {}  # per process: the environment an AgentFeed set
+# Per process: how many of a FileFeed's publications (by path) a refresh has read. Feeds are
+# unpickled per task; the process's view outlives them, as the control client's snapshot does.
+_file_refreshed: dict[str, int] = {}

@@ -37,7 +37,8 @@ import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev de
 
 from swivel.jobs.control.client import working_on
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
-from swivel.jobs.runtime.choosing import Part, newest_tag_needed, parts, tag_order
+from swivel.jobs.runtime import freshness
+from swivel.jobs.runtime.choosing import Part, parts, tag_order
 from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.functions import AllowList, FunctionRefused, resolve
 
@@ -45,7 +46,6 @@ RECORD_COLUMN = "_swivel_record"
 SOURCE_TS_COLUMN = "_swivel_ts"
 EMITTED_COLUMN = "_swivel_emitted_at"
 SYSTEM_PREFIX = "_swivel_"
-WAIT_FOR_TAGGED_SNAPSHOT_S = 30.0
 CHECK_EVERY_S = float(os.environ.get("SWIVEL_CHECK_EVERY_S", "0.02"))
 FIRST_SLICE_ROWS = 8  # before the cost per row is known
 
@@ -87,7 +87,9 @@ def _task_position() -> tuple[int | None, int | None]:
 
     context = TaskContext.get()
     if context is None:
+        freshness.enter_task(None)
         return None, None
+    freshness.enter_task(context.taskAttemptId())
     batch = context.getLocalProperty("streaming.sql.batchId")
     return (int(batch) if batch is not None else None), context.partitionId()
 
@@ -126,16 +128,10 @@ class OperatorRunner:
         )
 
     def _snapshot_for(self, pdf: pd.DataFrame) -> Snapshot:
-        """The newest snapshot, waiting (bounded) for one the rows' tags refer to."""
-        feed, name = self.settings.feed, self.plan.name
-        snapshot = feed.current(name)
-        needed = newest_tag_needed(snapshot, name, pdf)
-        deadline = time.monotonic() + WAIT_FOR_TAGGED_SNAPSHOT_S
-        # A head already ran rows under a configuration this worker has not seen yet.
-        while snapshot.config_version < needed and time.monotonic() < deadline:
-            time.sleep(0.002)
-            snapshot = feed.current(name)
-        return snapshot
+        """The snapshot this check runs `pdf` under: read synchronously at a task's first
+        check and when a row's tag is newer than the snapshot held (`freshness`: why that
+        closes the gap between batches, and what a failed read does)."""
+        return freshness.snapshot_for(self.settings.feed, self.plan.name, pdf)
 
     def in_tag_order(self, pdf: pd.DataFrame) -> pd.DataFrame:
         """`pdf` with old-tagged rows first when this operator follows a component's tags."""

@@ -27,6 +27,7 @@ import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev de
 
 from swivel.jobs.control.client import working_on
 from swivel.jobs.control.snapshots import Snapshot
+from swivel.jobs.runtime import freshness
 from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.operators import OperatorRunner, run_stateless_chain
 
@@ -57,6 +58,13 @@ class ChunkView:
         fresh = self.inner.current(operator)
         if self._snapshot is None or operator in self._asked:
             self._snapshot = fresh
+        self._asked.add(operator)
+        return self._snapshot
+
+    def refresh(self, operator: str) -> Snapshot:
+        # A synchronous read (a batch's first check, a tag newer than the snapshot): its
+        # answer is pinned for the rest of the chunk, as a second `current` would be.
+        self._snapshot = freshness.refresh(self.inner, operator)
         self._asked.add(operator)
         return self._snapshot
 
