@@ -66,8 +66,7 @@ def command(
                 trial = runner.trial(scheduler, after_s)
                 echo(
                     f"  {scheduler}: in effect after {_ms(trial.delay_ms)} (armed "
-                    f"{_ms(trial.armed_ms)}), requested inside a "
-                    f"{trial.batch_ms_before / 1000:.1f} s batch"
+                    f"{_ms(trial.armed_ms)}; batch before: {trial.batch_ms_before / 1000:.1f} s)"
                 )
                 trials.append(trial)
             rows = latency_rows(embedded)
@@ -84,8 +83,7 @@ def command(
     echo(f"consistency (check_schedule on the recorded schedule, {verdict.records} records, "
          f"{len(trials) * 2} update transactions): [bold]{state}[/]")  # fmt: skip
     if runner.top_ups:
-        echo(f"(the surge was topped up {runner.top_ups} time(s) by pausing the source, so "
-             "every swap met a batch of the same length)")  # fmt: skip
+        echo(f"(surge topped up {runner.top_ups}x by a pause, so every swap met a surge batch)")
     echo(f"the swaps side by side: {png}")
     echo(f"latency over the whole run: {folder / 'latency-timeline.png'}")
 
@@ -121,7 +119,7 @@ def _table(trials: list[Any], rows: Any, after_s: float) -> Table:
             f"{trial.violations}/{trial.records}",
         )
     table.caption = (
-        "in effect: request -> every target ran the new version, none will run the old; "
-        "armed: request -> every worker holds it; batch: the batch before the request"
+        "in effect: every target ran the new version and none will run the old one;\n"
+        "armed: every worker holds it (both from the request)"
     )
     return table

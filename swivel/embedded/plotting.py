@@ -56,13 +56,15 @@ def plot_aligned(rows: Any, swaps: Sequence[tuple[str, float, float | None]], pa
     import matplotlib.pyplot as plt
 
     count = max(len(swaps), 1)
+    effects = [e - r for _, r, e in swaps if e is not None]
+    window = (WINDOW_S[0], max(WINDOW_S[1], max(effects, default=0.0) + 4.0))
     figure, axes_list = plt.subplots(count, 1, figsize=(10, 1.9 * count + 1.0), sharex=True,
                                      squeeze=False)  # fmt: skip
     for axes, (scheduler, requested, in_effect) in zip(axes_list[:, 0], swaps, strict=False):
         colour = COLOURS.get(scheduler, "black")
         if len(rows):
-            near = rows[(rows["emitted_at"] >= requested + WINDOW_S[0])
-                        & (rows["emitted_at"] <= requested + WINDOW_S[1])]  # fmt: skip
+            near = rows[(rows["emitted_at"] >= requested + window[0])
+                        & (rows["emitted_at"] <= requested + window[1])]  # fmt: skip
             cheap = near["customer_model"] == "cheap"
             for mask, label, dot in ((~cheap, "old model", "tab:grey"),
                                      (cheap, "new model", "tab:green")):  # fmt: skip
@@ -80,7 +82,7 @@ def plot_aligned(rows: Any, swaps: Sequence[tuple[str, float, float | None]], pa
             )
         axes.set_title(title, fontsize=9, loc="left")
         axes.set_ylabel("latency (s)", fontsize=8)
-        axes.set_xlim(*WINDOW_S)
+        axes.set_xlim(*window)
     axes_list[0, 0].legend(loc="upper right", fontsize="small", markerscale=3)
     axes_list[-1, 0].set_xlabel("seconds since the swap was requested (shaded: until in effect)")
     figure.suptitle("The same swap under each scheduler, aligned at its request", fontsize=11)

@@ -95,3 +95,15 @@ def test_the_cold_restart_stops_the_daemons_workers_and_keeps_the_daemon() -> No
         daemon.wait()
         if daemon.stdout is not None:
             daemon.stdout.close()
+
+
+def test_the_aligned_plot_covers_the_slowest_swap(tmp_path: Path) -> None:
+    import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
+
+    from swivel.embedded.plotting import plot_aligned
+
+    rows = pd.DataFrame({"emitted_at": [100.5, 101.0, 119.0], "latency_s": [3.0, 4.0, 1.0],
+                         "customer_model": ["expensive", "cheap", "cheap"]})  # fmt: skip
+    swaps = [("fries", 100.0, 100.3), ("restart", 100.0, 118.0), ("epoch", 100.0, None)]
+    png = plot_aligned(rows, swaps, tmp_path / "aligned.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
