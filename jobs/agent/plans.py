@@ -13,27 +13,9 @@ head that is no target (the planner heads a component with the targets' one-to-m
 ancestor) switches too: it starts stamping new tags; its acks carry its unchanged
 function version and the new configuration version.
 
-- **delay** (`delayMs`) = the request -> the new version is *in effect*: every target
-  operator has processed records under its new version, and no target will process another
-  record under its old one (docs/benchmarks.md). The agent decides the second part from
-  what it observes:
-  * a target that switches by its own check (a naive target, a Fries head or lone target,
-    every epoch or restart target) processes no old record after its switch: its
-    last switch;
-  * a Fries tag-follower runs old-tagged rows, which its heads wrote before they switched,
-    under the old function until those rows are gone. They exist only in micro-batches
-    that had started when the last head switched, so the moment is the end of the latest
-    such batch (`oldRowsBatch`: the batch the driver last reported started, or the batch a
-    head's processed ack names, whichever is later; its `completed` report ends it). If
-    that batch had already completed, nothing old is left. An agent no driver reports
-    batches to (tests, a driver without the channel) cannot know: it takes the last switch;
-  * epoch and restart: the old version ran only in batches (or a query) that ended before
-    the first new record, so their delay is the first new record at the last target.
-- **armed** (`armedMs`) = the request -> the last switch of a live worker hosting a target
-  or a Fries head (it *holds* the new version: from then on every record that enters the
-  job runs under the new versions). Reported beside the delay, never instead of it.
-- **propagation** (`propagationMs`) = the request -> the new version had processed records
-  at every target operator (for a non-head behind a shuffle, when the upstream stage ended).
+- **delay** (`delayMs`), **armed** (`armedMs`), **propagation** (`propagationMs`): from
+  the request; what each means and how the agent decides *in effect* is
+  `swivel.jobs.agent.timings`.
 
 It *Completes* when the new version is in effect: every live worker hosting a target or head
 switched, every target operator processed records under its new version, and the batch that
@@ -47,11 +29,18 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from swivel.jobs.agent.timings import (
+    BOUNDARY_SCHEDULERS,
+    Timings,
+    in_effect,
+    old_rows_batch_after,
+)
 from swivel.jobs.control.arming import ARMED, PROCESSED
+
+__all__ = ["Timings"]  # re-exported: the plan record's timings live in timings.py
 
 
 class PlanPhase(enum.StrEnum):
@@ -81,42 +70,6 @@ WorkerOperator = tuple[int, str]  # (pid, operator)
 
 
 @dataclass(frozen=True)
-class Timings:
-    """Epoch seconds; the JSON form is RFC 3339 (what the Reconfiguration status holds)."""
-
-    requested_at: float | None = None
-    accepted_at: float | None = None
-    first_switch_at: float | None = None
-    last_switch_at: float | None = None
-    completed_at: float | None = None
-    propagated_at: float | None = None
-    in_effect_at: float | None = None  # set when the plan completes (see the module doc)
-    old_rows_ended_at: float | None = None  # the end of `PlanRecord.old_rows_batch`
-
-    @property
-    def start(self) -> float | None:
-        """The request (the submitter's `requestedAt`, else acceptance): delays count from it."""
-        return self.requested_at if self.requested_at is not None else self.accepted_at
-
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "requestedAt": _iso(self.requested_at),
-            "acceptedAt": _iso(self.accepted_at),
-            "firstSwitchAt": _iso(self.first_switch_at),
-            "lastSwitchAt": _iso(self.last_switch_at),
-            "propagatedAt": _iso(self.propagated_at),
-            "inEffectAt": _iso(self.in_effect_at),
-            "completedAt": _iso(self.completed_at),
-        }
-
-
-def _iso(at: float | None) -> str | None:
-    if at is None:
-        return None
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
 class PlanRecord:
     id: str
     name: str
@@ -127,7 +80,7 @@ class PlanRecord:
     to_config_version: int
     targets: Mapping[str, int]  # operator -> the function version it switches to
     phase: PlanPhase = PlanPhase.ACCEPTED
-    timings: Timings = Timings()
+    timings: Timings = field(default_factory=Timings)
     switched: frozenset[WorkerOperator] = frozenset()
     processed: frozenset[str] = frozenset()  # targets that ran records under the new version
     last_switch_batch: int | None = None
@@ -338,17 +291,9 @@ def _note_old_rows(  # noqa: PLR0917 - the ack's fields and the driver's two bat
     """A head switched: rows it tagged before may sit in any batch that had started."""
     if operator not in record.heads or not tag_followers(record):
         return record
-    if running_batch is None and completed_batch is None:
-        return record  # no driver reports batches to this agent: no batch end to wait for
-    candidates = [b for b in (running_batch, batch_id if kind != ARMED else None) if b is not None]
-    if not candidates:
-        return record
-    latest = max(candidates)
-    if completed_batch is not None and latest <= completed_batch:
-        return record  # that batch already ended: its old-tagged rows are gone
-    if record.old_rows_batch is not None and record.old_rows_batch >= latest:
-        return record
-    return replace(record, old_rows_batch=latest)
+    processed = batch_id if kind != ARMED else None
+    latest = old_rows_batch_after(record.old_rows_batch, processed, running_batch, completed_batch)
+    return record if latest == record.old_rows_batch else replace(record, old_rows_batch=latest)
 
 
 def record_batch_end(record: PlanRecord, batch_id: int, at: float) -> PlanRecord:
@@ -366,18 +311,12 @@ def old_rows_pending(record: PlanRecord) -> bool:
 
 
 def completion_timings(record: PlanRecord, now: float) -> Timings:
-    """The timings of a plan completing (or failing) at `now`: `in_effect_at` is the latest
-    of the last switch, the new version's first records at the last target, and the end of
-    the batch that held old-tagged rows (module doc); None if a part never happened."""
-    t = record.timings
+    """The timings of a plan completing (or failing) at `now`, `in_effect_at` included."""
     if record.phase != PlanPhase.APPLYING or old_rows_pending(record):
-        return replace(t, completed_at=now)
-    parts = [t.last_switch_at, t.propagated_at, t.old_rows_ended_at]
-    if record.targets and t.propagated_at is None:
-        return replace(t, completed_at=now)
-    present = [p for p in parts if p is not None]
-    in_effect = max(present) if present else None
-    return replace(t, completed_at=now, in_effect_at=in_effect)
+        return replace(record.timings, completed_at=now)
+    boundary = record.scheduler in BOUNDARY_SCHEDULERS
+    at = in_effect(record.timings, boundary=boundary, has_targets=bool(record.targets))
+    return replace(record.timings, completed_at=now, in_effect_at=at)
 
 
 def _switches(record: PlanRecord, operator: str, version: int, config_version: int | None) -> bool:

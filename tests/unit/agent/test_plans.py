@@ -245,3 +245,22 @@ def test_an_agent_no_driver_reports_to_does_not_wait_for_a_batch_end() -> None:
     record = _fries_component()
     record = record_switch(record, pid=1, operator="head", version=2, at=100.02, batch_id=7)
     assert record.old_rows_batch is None
+
+
+def test_an_epoch_plan_is_in_effect_at_the_first_new_records_of_the_last_target() -> None:
+    """A worker whose first task under the new version comes a batch later switches later,
+    but it runs nothing old meanwhile: the old version ended at the batch boundary."""
+    record = move(
+        PlanRecord(
+            id="swap-2", name="swap", scheduler="epoch", spec={}, plan={},
+            from_config_version=1, to_config_version=2, targets={"head": 2, "tail": 5},
+            timings=Timings(requested_at=100.0, accepted_at=100.0),
+        ),
+        PlanPhase.APPLYING,
+    )  # fmt: skip
+    record = switch(record, 1, "head", 2, at=102.0, batch=8)
+    record = switch(record, 2, "tail", 5, at=102.5, batch=8)
+    record = switch(record, 3, "head", 2, at=104.0, batch=9)  # idle in batch 8
+    done = complete(record)
+    assert done.delay_ms == pytest.approx(2500.0)
+    assert done.armed_ms == pytest.approx(4000.0)
