@@ -120,10 +120,13 @@ def trail_keyed(
 
 
 @emits("label string")
-def parity(df: pd.DataFrame, keep: int = 0, label: str = "v1") -> pd.DataFrame:
+def parity(
+    df: pd.DataFrame, keep: int = 0, label: str = "v1", delay_ms: float = 0.0
+) -> pd.DataFrame:
     """Keep the payments whose id has parity `keep` and write `label` on them: two of these
     on one stream (keep 0 and keep 1) split it in two disjoint halves, so each payment takes
-    exactly one branch."""
+    exactly one branch. `delay_ms` per input row makes a task last (a switch lands in it)."""
+    _sleep_per_row(df, delay_ms)
     return df[df["payment"] % 2 == keep].assign(label=label)
 
 

@@ -2,34 +2,46 @@
 
 `payments -> {even, odd} -> count (keyed on customer) -> out`: `even` and `odd` keep the
 two halves of the stream (each payment takes one branch) and head one Fries component with
-`count`; the update relabels both heads and gives `count` a state transform. `odd` sees the
-snapshot late (FileFeed lag), the way a head task that switches after another does, so in
-the batch where `even` switched a key's group holds new rows (via `even`, whose map tasks
-come first in the shuffle) and old rows (via `odd`). Before the fix the first new row
-transformed the state and the old rows after it ran the old function on it; now the old rows
-run first on the untransformed state.
+`count`; the update relabels both heads and gives `count` a state transform. The update is
+published while a head's task of batch b runs (each input row costs a few ms), so a head
+switches mid-task and the keys' groups in b hold old and new rows. Before the tag order the
+first new row transformed the state and the old rows after it ran the old function on it;
+now the old rows run first on the untransformed state.
 
-Only the batches up to the one in which `count` first ran the new version are judged: `odd`
-lags for the whole run, which in production is the stale head the docs describe (a later
-batch's old rows meet an already transformed key; see docs/runtime.md, "Limits").
+`odd`'s long-poll never delivers (FileFeed lag of an hour: the lag delays the asynchronous
+path only). Before the batch-start read (`swivel.jobs.runtime.freshness`) it stamped old
+tags in every later batch, whose old rows met keys `count` had already transformed in b (a
+mixed transaction no order within a batch can undo, docs/runtime.md "Tags"); now every task
+of b+1 reads the agent at its first check, so no head stamps the old version after a batch
+in which one stamped the new. One Spark run, judged by both tests.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.runtime.compiling import job_snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
-from swivel.jobs.runtime.testing import memory_rows, start_bounded, with_transition
+from swivel.jobs.runtime.testing import (
+    check_recorded,
+    memory_rows,
+    record_transition,
+    start_bounded,
+    with_transition,
+)
 
 pytestmark = pytest.mark.spark
 
 PARITY = "swivel.jobs.examples.probes:parity"
+DELAY_MS = 4.0  # per input row of a head: a task of batch b lasts ~0.5 s
 
 
 def two_heads_job() -> StreamJobSpec:
@@ -42,9 +54,9 @@ def two_heads_job() -> StreamJobSpec:
                 "operators": [
                     {"name": "payments", "kind": "source"},
                     {"name": "even", "inputs": ["payments"], "function": PARITY,
-                     "params": {"keep": 0}},
+                     "params": {"keep": 0, "delay_ms": DELAY_MS}},
                     {"name": "odd", "inputs": ["payments"], "function": PARITY,
-                     "params": {"keep": 1}},
+                     "params": {"keep": 1, "delay_ms": DELAY_MS}},
                     {"name": "count", "kind": "keyed", "key": "customer",
                      "inputs": [{"from": "even", "partitioning": "hash", "key": "customer"},
                                 {"from": "odd", "partitioning": "hash", "key": "customer"}],
@@ -64,9 +76,16 @@ def process_events(directory: Path) -> list[dict]:
     return events
 
 
-def test_old_rows_run_before_the_keys_state_is_transformed_in_the_switching_batch(
-    spark, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class Run:
+    events: list[dict]
+    rows: dict[str, dict]
+    verdict: Any
+
+
+@pytest.fixture(scope="module")
+def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    tmp_path = tmp_path_factory.mktemp("keyed-tag-order")
     job = two_heads_job()
     feed_path, schedule = tmp_path / "feed.json", tmp_path / "schedule"
     schedule.mkdir()
@@ -78,28 +97,71 @@ def test_old_rows_run_before_the_keys_state_is_transformed_in_the_switching_batc
     )
     try:
         runtime.wait_for_batches(1, timeout=300)  # every key has state under version 1
+        # Publish once a head's task of a later batch has run its first slice: the task
+        # still has most of its rows (DELAY_MS each) to run, so the head switches inside it.
+        deadline = time.monotonic() + 300
+        while not any(
+            e["operator"] in ("even", "odd") and (e["batch"] or 0) >= 1
+            for e in process_events(schedule)
+        ):
+            assert time.monotonic() < deadline, "no head ran a task of batch 1 in time"
+            time.sleep(0.01)
         after = with_transition(
             before,
             {
-                "even": {"params": {"keep": 0, "label": "v2"}},
-                "odd": {"params": {"keep": 1, "label": "v2"}},
+                "even": {"params": {"keep": 0, "label": "v2", "delay_ms": DELAY_MS}},
+                "odd": {"params": {"keep": 1, "label": "v2", "delay_ms": DELAY_MS}},
                 "count": {"stateTransform": "swivel.jobs.examples.probes:mark_transformed"},
             },
             components=[(["even", "odd"], ["even", "odd", "count"])],
         )
         publish(feed_path, after)
+        record_transition(schedule, before, after)
         runtime.wait_for_batches(runtime.batches_completed() + 2, timeout=300)
         runtime.stop_at_boundary()
     finally:
         runtime.stop()
+    rows = {r["_swivel_record"]: r for r in memory_rows(spark, runtime.job)}
+    return Run(process_events(schedule), rows, check_recorded(taken_paths(schedule, rows)))
 
-    count = [e for e in process_events(schedule) if e["operator"] == "count"]
+
+def taken_paths(schedule: Path, rows: dict[str, dict]) -> Path:
+    """The recorded schedule without each record's event at the head that dropped it.
+
+    Every payment passes through both heads (Spark evaluates the split source once per
+    branch) and one of them filters it out. The hand-built plan makes both heads of one
+    component, so in the checker's model that no-op is a conflicting read, and the two heads
+    switching at different checks would make every record a violation. The planner would
+    head the component above the split instead (a fan-out is one-to-many, Fries Def. 5.2);
+    here the checker judges the path each record took: its head, then `count`.
+    """
+    judged = schedule.parent / "judged"
+    judged.mkdir(exist_ok=True)
+    kept_by = {"even": 0, "odd": 1}
+    lines = []
+    for path in sorted(schedule.glob("*.jsonl")):
+        text = path.read_text()
+        for line in text[: text.rfind("\n") + 1].splitlines():
+            event = json.loads(line)
+            keep = (
+                kept_by.get(event.get("operator", "")) if event.get("event") == "process" else None
+            )
+            if keep is not None and rows[event["record"]]["payment"] % 2 != keep:
+                continue
+            lines.append(line + "\n")
+    (judged / "events.jsonl").write_text("".join(lines))
+    return judged
+
+
+def test_old_rows_run_before_the_keys_state_is_transformed_in_the_switching_batch(
+    run: Run,
+) -> None:
+    count = [e for e in run.events if e["operator"] == "count"]
     switching = min(e["batch"] for e in count if e["version"] == 2)
     judged = {e["record"]: e for e in count if e["batch"] <= switching}
-    rows = {r["_swivel_record"]: r for r in memory_rows(spark, runtime.job)}
     versions_per_key: dict[int, set[int]] = defaultdict(set)
     for record, event in judged.items():
-        row = rows[record]
+        row = run.rows[record]
         if event["batch"] == switching:
             versions_per_key[row["customer"]].add(event["version"])
         expected = 1 if event["version"] == 2 else 0
@@ -109,3 +171,26 @@ def test_old_rows_run_before_the_keys_state_is_transformed_in_the_switching_batc
         )
     # Not vacuous: in the switching batch some key had old and new rows.
     assert any(v == {1, 2} for v in versions_per_key.values()), dict(versions_per_key)
+
+
+def test_a_head_whose_long_poll_never_delivers_stamps_no_old_tag_after_the_switching_batch(
+    run: Run,
+) -> None:
+    heads = [e for e in run.events if e["operator"] in ("even", "odd")]
+    first_new = min(e["batch"] for e in heads if e["version"] == 2)
+    late_old = sorted(
+        {(e["operator"], e["batch"]) for e in heads if e["batch"] > first_new and e["version"] == 1}
+    )
+    assert not late_old, f"a head stamped v1 after batch {first_new}: {late_old}"
+    # Not vacuous: the lagging head ran tasks after that batch (and reads no long-poll).
+    assert any(e["operator"] == "odd" and e["batch"] > first_new for e in heads)
+    # So no old row met a transformed key, in any batch of the run.
+    count = {e["record"]: e for e in run.events if e["operator"] == "count"}
+    mixed = [
+        (record, event["batch"], event["version"], run.rows[record]["transforms"])
+        for record, event in count.items()
+        if run.rows[record]["transforms"] != (1 if event["version"] == 2 else 0)
+    ]
+    assert not mixed, mixed[:10]
+    assert run.verdict.serializable, [v.describe() for v in run.verdict.violations[:5]]
+    assert run.verdict.records >= 240
