@@ -74,6 +74,23 @@ class Case:
             body["spec"]["scheduler"] = scheduler
         return body
 
+    def slowed(self, operator: str, delay_ms: float, switch_after_s: float) -> Case:
+        """This case with `operator` sleeping `delay_ms` per row under both versions and the
+        switch `switch_after_s` into a batch: a long stage for the switch to land in."""
+
+        def slow(params: Mapping[str, Any]) -> dict[str, Any]:
+            return {**params, "delay_ms": delay_ms}
+
+        operators = tuple(
+            {**op, "params": slow(op["params"])} if op["name"] == operator else op
+            for op in self.operators
+        )
+        updates = tuple(
+            {**u, "params": slow(u["params"])} if u["operator"] == operator else u
+            for u in self.updates
+        )
+        return Case(operators, updates, self.lag, switch_after_s)
+
     def features(self) -> set[str]:
         """Which of the shapes the issue asks for this case has (for the summary)."""
         found = set()
@@ -226,6 +243,34 @@ def issue_example() -> Case:
     return Case(operators, updates, {}, 0.3)
 
 
+def transform_example() -> Case:
+    """A replicate fanning out to two maps that a union merges (one region), then a keyed
+    operator with a state transform: targets one branch and the keyed operator, whose
+    every record arrives twice, under the one tag its head stamped."""
+    keyed = PROBES + FUNCTIONS["keyed"]
+    operators = (
+        {"name": "src", "kind": "source"},
+        {"name": "p0", "inputs": ["src"], "function": PROBES + "trail",
+         "params": _params("p0", "map", OLD, 5.0)},
+        {"name": "o1", "kind": "replicate", "inputs": ["p0"], "function": PROBES + "trail",
+         "params": _params("o1", "replicate", OLD, 0.0)},
+        {"name": "o2", "inputs": ["o1"], "function": PROBES + "trail",
+         "params": _params("o2", "map", OLD, 0.0)},
+        {"name": "o3", "kind": "filter", "inputs": ["o1"], "function": PROBES + "trail_filter",
+         "params": _params("o3", "filter", OLD, 0.0)},
+        {"name": "o4", "kind": "union", "inputs": ["o2", "o3"]},
+        {"name": "o5", "kind": "keyed", "key": "customer",
+         "inputs": [{"from": "o4", "partitioning": "hash", "key": "customer"}],
+         "function": keyed, "params": _params("o5", "keyed", OLD, 0.0)},
+        {"name": "out", "kind": "sink", "inputs": ["o5"]},
+    )  # fmt: skip
+    updates = (
+        {"operator": "o2", "params": _params("o2", "map", NEW, 0.0)},
+        {"operator": "o5", "params": _params("o5", "keyed", NEW, 0.0), "stateTransform": TRANSFORM},
+    )
+    return Case(operators, updates, {"o1": 0.3}, 0.3)
+
+
 def hashed_chain_example() -> Case:
     """p0 -> o1 (hash by customer) -> o2 (a flatMap, hash by merchant) -> sink, all three
     targets, the non-head o1 hearing of the update 5 s late. Found by the generator (with
@@ -250,17 +295,6 @@ def hashed_chain_example() -> Case:
 
 
 # --- which operators a plan or a path involves ----------------------------------------
-
-
-def heads_only(lag: Mapping[str, float], plan: Mapping[str, Any]) -> dict[str, float]:
-    """`lag` without the operators the plan makes non-heads of a component."""
-    followers = {
-        name
-        for component in plan.get("components", ())
-        for name in component["operators"]
-        if name not in component["heads"]
-    }
-    return {name: seconds for name, seconds in lag.items() if name not in followers}
 
 
 def lineage(case: Case) -> dict[str, set[str]]:
