@@ -94,7 +94,17 @@ def run_with_update(spark, job, tmp_path: Path, *, scheduler: str, lag: dict | N
     )
     try:
         runtime.wait_for_batches(1, timeout=300)
-        time.sleep(0.3)  # land inside the next batch, while the branches run
+        # Land inside the next batch, while the branches run it: a task that has started
+        # keeps what its first check read unless the feed delivers more (a FileFeed `lag`
+        # delays that delivery only; every task reads the feed at its first check).
+        deadline = time.monotonic() + 300
+        while not any(
+            '"operator":"small"' in line and '"batch":0,' not in line
+            for path in schedule.glob("process-*.jsonl")
+            for line in path.read_text().splitlines()
+        ):
+            assert time.monotonic() < deadline, "the branches ran no task of batch 1 in time"
+            time.sleep(0.01)
         components = mcs_components(job, tuple(SWAP)) if scheduler == "fries" else []
         after = with_transition(before, SWAP, scheduler=scheduler, components=components)
         publish(feed_path, after)
@@ -138,14 +148,18 @@ def test_fries_reconfigures_both_branches_of_a_diamond_consistently(spark, tmp_p
 
 
 def test_naive_switching_of_a_diamond_is_caught_by_the_checker(spark, tmp_path) -> None:
-    # The detector hears of the update an hour late; without tags nothing holds the
-    # branches back, so records see the new labels and the old model.
+    # The branches hear of the update an hour late: the tasks running them when it is
+    # published finish the batch on the old labels, while the detector's tasks, which start
+    # after them (the next stage) and read the feed at their first check, run the new model.
+    # Without tags nothing holds the detector back. (Before tasks read the feed at their
+    # first check, the late one was the detector, and records saw new labels and the old
+    # model; a task that starts after the publication now always sees it.)
     _, verdict, rows = run_with_update(
-        spark, diamond_job(), tmp_path, scheduler="naive", lag={"detector": 3600}
+        spark, diamond_job(), tmp_path, scheduler="naive", lag={"small": 3600, "large": 3600}
     )
     assert not verdict.serializable
     pairs = {pair for pairs in by_record(rows).values() for pair in pairs}
-    assert ("s2", "expensive") in pairs and ("l2", "expensive") in pairs
+    assert ("s1", "cheap") in pairs and ("l1", "cheap") in pairs
     # The two branches still switch together per chunk (one snapshot per region chunk).
     for record_pairs in by_record(rows).values():
         assert len({label[1] for label, _ in record_pairs}) == 1, record_pairs
