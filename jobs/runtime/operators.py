@@ -351,12 +351,12 @@ def _transform_once(runner: OperatorRunner, state: KeyState, config: OperatorCon
 def _late_old_rows(runner: OperatorRunner, state: KeyState, config: OperatorConfig) -> None:
     """Rows that need an older function than the one the key's state is at.
 
-    For a Fries non-head the tag order rules this out within a batch; it happens only when
-    a head process had not received the snapshot by the time it ran a task of a *later*
-    batch than the one that transformed the key (docs/runtime.md, "Limits"), or under the
-    naive scheduler. The rows still run (under the function their selection names, on the
-    state as it is); the worker says so on stderr once per operator and versions, so a run
-    can be checked for it.
+    For a Fries non-head the tag order rules this out within a batch, and the synchronous
+    read at every task's first check (`freshness`) across batches: no head stamps an old
+    version in a batch after one in which a head stamped the new one. The naive scheduler,
+    which follows no tags, can still send them (docs/runtime.md, "Limits"). The rows still
+    run (under the function their selection names, on the state as it is); the worker says
+    so on stderr once per operator and versions, so a run can be checked for it.
     """
     seen = (runner.plan.name, config.version, state.version)
     if seen in _late:
@@ -364,9 +364,10 @@ def _late_old_rows(runner: OperatorRunner, state: KeyState, config: OperatorConf
     _late.add(seen)
     print(
         f"swivel: {runner.plan.name}: rows for function version {config.version} met a key "
-        f"whose state is already at version {state.version}: a worker (a Fries head, a naive "
-        "target) was still on the old version in a later batch than the one that switched "
-        "the key; they ran on that state (docs/runtime.md, Limits)",
+        f"whose state is already at version {state.version}: a worker (a naive target, or a "
+        "Fries head whose feed was not read at its task's start) was still on the old version "
+        "in a later batch than the one that switched the key; they ran on that state "
+        "(docs/runtime.md, Limits)",
         file=sys.stderr,
     )
 

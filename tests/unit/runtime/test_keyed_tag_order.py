@@ -123,8 +123,9 @@ def test_rows_of_a_key_outside_any_transition_keep_their_arrival_order(
 def test_old_rows_after_the_batch_that_transformed_the_key_are_reported(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    # Only a head process that missed the snapshot until a later batch can send these
-    # (docs/runtime.md, "Limits"); the state is not transformed again and the worker says so.
+    # Under Fries the read at every task's start rules these out (runtime.freshness); the
+    # naive scheduler can still send them (docs/runtime.md, "Limits"). The state is not
+    # transformed again and the worker says so.
     runner = _follower("det-late")
     state = KeyState({"seen": 4, "transforms": 1}, 2)  # transformed in an earlier batch
     rows = _by_record(list(run_keyed_group(runner, (7,), iter([_rows(["o1"], 1)]), state)))
