@@ -74,10 +74,24 @@ def feed_key(feed: Any) -> str:
     return f"{type(feed).__qualname__}:{id(feed)}"
 
 
+class StaleConfigurationError(RuntimeError):
+    """The feed could not be read synchronously: the task must not run on what it holds."""
+
+
 def refresh(feed: SnapshotFeed, operator: str) -> Snapshot:
     """`feed.refresh(operator)`; a feed with `current` only (a test's) is read as it is."""
     read = getattr(feed, "refresh", None)
-    return read(operator) if read is not None else feed.current(operator)
+    if read is None:
+        return feed.current(operator)
+    try:
+        snapshot: Snapshot = read(operator)
+    except Exception as error:  # RefreshError, LookupError, a broken file: all fail the task
+        raise StaleConfigurationError(
+            f"swivel: {operator}: cannot read the configuration ({error}); failing the task "
+            "so that Spark retries it instead of running it on a snapshot that may miss a "
+            "transition (docs/runtime.md, Tags)"
+        ) from error
+    return snapshot
 
 
 def snapshot_for(feed: SnapshotFeed, operator: str, pdf: pd.DataFrame) -> Snapshot:

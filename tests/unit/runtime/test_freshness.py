@@ -82,6 +82,20 @@ def test_a_refresh_with_nothing_published_fails(tmp_path: Path) -> None:
         FileFeed(str(tmp_path / "none.json")).refresh("head")
 
 
+def test_a_task_whose_first_read_fails_fails_instead_of_running_on_what_it_holds(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "feed.json"
+    publish(path, _snapshots()[0])
+    head = _runner("head", FileFeed(str(path)))
+    freshness.enter_task(201)
+    head.parts(_rows(0), batch_id=1)  # holds a snapshot now
+    path.write_text("not json")  # the source of truth cannot be read any more
+    freshness.enter_task(202)
+    with pytest.raises(freshness.StaleConfigurationError, match="head: cannot read"):
+        head.parts(_rows(0), batch_id=2)
+
+
 def test_a_head_whose_long_poll_is_late_stamps_the_new_version_from_its_next_task(
     tmp_path: Path,
 ) -> None:
