@@ -7,9 +7,9 @@ the data path: `current()` reads the newest snapshot from memory; a daemon threa
 long-polls the agent (`GET /v1/control/watch`) and another posts batched acknowledgements
 (`POST /v1/control/acks`). Only the first call in a process fetches synchronously, with a
 short timeout, so a freshly forked worker never starts on a stale configuration; and
-`refresh()`, which the wrappers call once per micro-batch and process (at the first check of
-a batch, `swivel.jobs.runtime.operators`), asks the agent synchronously for anything newer:
-the long-poll may be broken or late, a batch-start read is not (docs/runtime.md, "Tags").
+`refresh()`, which the wrappers call at the first check of every Spark task
+(`swivel.jobs.runtime.freshness`), asks the agent synchronously for anything newer: the
+long-poll may be broken or late, a read at a task's start is not (docs/runtime.md, "Tags").
 
 Standard library only: every Python worker imports this module.
 
@@ -243,7 +243,7 @@ class ControlClient:
         `timeout=0`: one round trip, answered at once with the snapshot or 304) and return
         the newest one held.
 
-        The data path calls this at the first check of every micro-batch: whatever the agent
+        The data path calls this at the first check of every task: whatever the agent
         published before the call is then in memory, whether or not the long-poll delivered
         it. Failures are retried (a new connection each time, backing off) until
         `deadline_s`, then `RefreshError`: the caller must not go on with a snapshot that

@@ -10,12 +10,13 @@ coordinated. `StaticFeed` never changes (a job run without an agent).
 
 Two reads, as in production: `current` is the asynchronous path (what the agent's long-poll
 has delivered to this process so far, read from memory at every check), `refresh` the
-synchronous one (the wrappers' read at the first check of each micro-batch, and when a row
-carries a tag newer than the process's snapshot). A FileFeed's `lag` models the delivery
+synchronous one (the wrappers' read at the first check of each Spark task, and when a row
+carries a tag newer than the process's snapshot; `swivel.jobs.runtime.freshness`). A FileFeed's `lag` models the delivery
 delay of the long-poll only: `refresh` re-reads the file and makes everything published up
 to that moment visible to every operator of the process, as a synchronous
 `GET /v1/control/watch?timeout=0` would. So a lag of an hour is a worker whose long-poll
-never delivers: it switches at its next batch start, not never (docs/runtime.md, "Tags").
+never delivers: it switches at the start of its next task, not never (docs/runtime.md,
+"Tags").
 
 A feed is pickled into the query's Python functions, so it holds only plain settings; any
 connection or cache is rebuilt lazily in each worker process.
