@@ -27,6 +27,8 @@ def command() -> None:
 @click.option("--no-overhead", is_flag=True, hidden=True)
 @click.option("--overhead-rounds", type=click.IntRange(1), default=None, hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
+@click.option("--task-slots", type=click.IntRange(1), default=None, hidden=True,
+              help="Spark task slots of the trials' session (default: one per bin).")  # fmt: skip
 def reconfiguration(  # noqa: PLR0917 - one parameter per click option
     output: str,
     trials: int,
@@ -37,8 +39,10 @@ def reconfiguration(  # noqa: PLR0917 - one parameter per click option
     no_overhead: bool,
     overhead_rounds: int | None,
     workdir: Path | None,
+    task_slots: int | None,
 ) -> None:
-    """The fraud swap under fries, epoch, restart and naive; prints one JSON document."""
+    """The fraud swap under fries, epoch, restart (cold), restart-warm and naive; prints one
+    JSON document."""
     from swivel.embedded.benchmark import run_benchmark
     from swivel.embedded.sizing import DEMO, SMOKE
 
@@ -46,6 +50,8 @@ def reconfiguration(  # noqa: PLR0917 - one parameter per click option
     sizing = SMOKE if size == "smoke" else DEMO
     if overhead_rounds is not None:
         sizing = replace(sizing, overhead_rounds=overhead_rounds)
+    if task_slots is not None:
+        sizing = replace(sizing, task_slots=task_slots)
     document = run_benchmark(
         folder,
         sizing,
