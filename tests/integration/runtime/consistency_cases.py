@@ -315,13 +315,3 @@ def lineage(case: Case) -> dict[str, set[str]]:
     for name in inputs:
         up(name)
     return ancestors
-
-
-def targets_on_one_path(case: Case) -> tuple[str, str] | None:
-    """(upstream, downstream) targets a record goes through one after the other, if any."""
-    ancestors = lineage(case)
-    for down in case.targets:
-        for up in case.targets:
-            if up in ancestors[down]:
-                return up, down
-    return None

@@ -28,9 +28,16 @@ from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.submissions import PlanRejected
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
-from swivel.jobs.runtime.shapes import CompileError, plan_shape
+from swivel.jobs.runtime.shapes import CompileError, Region, plan_shape
 from swivel.jobs.runtime.testing import check_recorded, memory_rows, start_bounded
-from tests.integration.runtime.consistency_cases import JOB_NAME, NEW, OLD, ROWS_PER_BATCH, Case
+from tests.integration.runtime.consistency_cases import (
+    JOB_NAME,
+    NEW,
+    OLD,
+    ROWS_PER_BATCH,
+    Case,
+    lineage,
+)
 
 
 @dataclass
@@ -56,6 +63,23 @@ def not_compilable(case: Case) -> CompileError | None:
         plan_shape(case.job())
     except CompileError as error:
         return error
+    return None
+
+
+def switched_apart(case: Case) -> tuple[str, str] | None:
+    """(upstream, downstream) targets a record meets one after the other and that the
+    runtime does not switch together: not both in one fused region (a region pins one
+    snapshot per Arrow chunk for all its operators, so even naive switches them at once)."""
+    try:
+        shape = plan_shape(case.job())
+    except CompileError:
+        return None
+    pinned = [set(s.operators) for s in shape.steps if isinstance(s, Region) and not s.linear]
+    ancestors = lineage(case)
+    for down in case.targets:
+        for up in case.targets:
+            if up in ancestors[down] and not any({up, down} <= group for group in pinned):
+                return up, down
     return None
 
 
@@ -108,12 +132,15 @@ def run_case(
     *,
     scheduler: str,
     lag: Mapping[str, float],
+    switch_once_running: str | None = None,
     batches_after: int = 2,
     timeout: float = 240.0,
 ) -> Run:
     """Run the job on local Spark, publish the agent's snapshot `switch_after_s` into the
-    second micro-batch, let `batches_after` more complete, stop; judge the recorded schedule.
-    The plan must be one the agent accepts (`decide` first)."""
+    second micro-batch (or, with `switch_once_running`, as soon as that operator has
+    processed rows of a batch after the first: mid-way through its stage), let
+    `batches_after` more complete, stop; judge the recorded schedule. The plan must be one
+    the agent accepts (`decide` first)."""
     started = time.monotonic()
     feed_path, schedule = workdir / "feed.json", workdir / "schedule"
     schedule.mkdir(parents=True)
@@ -130,7 +157,10 @@ def run_case(
     )
     try:
         runtime.wait_for_batches(1, timeout=timeout)
-        time.sleep(case.switch_after_s)  # the switch lands inside a running batch
+        if switch_once_running is None:
+            time.sleep(case.switch_after_s)  # the switch lands inside a running batch
+        else:
+            _wait_until_running(schedule, switch_once_running, runtime.batches_completed(), timeout)
         publish(feed_path, accepted.after)
         runtime.wait_for_batches(runtime.batches_completed() + batches_after, timeout=timeout)
         runtime.stop_at_boundary()
@@ -155,6 +185,21 @@ def run_case(
             if name in transformed and not value.endswith("/t0")
         ),
     )
+
+
+def _wait_until_running(schedule: Path, operator: str, batch: int, timeout: float) -> None:
+    """Until the recording shows `operator` processing rows of batch `batch` or later."""
+    marker = f'"operator":"{operator}",'
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in schedule.glob("process-*.jsonl"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if marker in line and line.endswith("}"):
+                    seen = json.loads(line).get("batch")
+                    if seen is not None and seen >= batch:
+                        return
+        time.sleep(0.01)
+    raise TimeoutError(f"{operator} processed no row of batch {batch} in {timeout} s")
 
 
 # --- oracles on the sink rows (independent of the recorded schedule) ----------------------

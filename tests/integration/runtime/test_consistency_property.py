@@ -45,10 +45,15 @@ from tests.integration.runtime.consistency_cases import (
     cases,
     hashed_chain_example,
     issue_example,
-    targets_on_one_path,
     transform_example,
 )
-from tests.integration.runtime.consistency_runs import Accepted, decide, not_compilable, run_case
+from tests.integration.runtime.consistency_runs import (
+    Accepted,
+    decide,
+    not_compilable,
+    run_case,
+    switched_apart,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -194,7 +199,7 @@ def test_the_naive_scheduler_is_caught_on_generated_dataflows(spark, tmp_path: P
         "not_compilable_by_field": Counter(),
         "refused": 0,
         "refused_by_field": Counter(),
-        "without_targets_on_one_path": 0,
+        "without_targets_switched_apart": 0,
         "naive_runs": 0,
         "naive_caught": 0,
     }
@@ -203,21 +208,30 @@ def test_the_naive_scheduler_is_caught_on_generated_dataflows(spark, tmp_path: P
     @_settings(NAIVE_EXAMPLES)
     @given(case=cases())
     def naive_is_caught(case: Case) -> None:
-        path = targets_on_one_path(case)
+        path = switched_apart(case)
         if path is None:
-            summary["without_targets_on_one_path"] += 1
+            summary["without_targets_switched_apart"] += 1
         assume(path is not None)
         assert path is not None
         assume(_classify(case, "naive", summary) is not None)
         upstream, downstream = path
         # The upstream target hears of the update an hour late through the feed's delivery
-        # (a long-poll that never delivers); it is slowed down so that the switch lands
-        # while it is still running the batch, after its first check of that batch.
+        # (a long-poll that never delivers; a task's first check of a batch reads the feed
+        # synchronously, so it switches at its next batch). It is slowed down and the switch
+        # published once it is running a batch: its later rows of that batch run old, the
+        # downstream target, hearing at once, runs them new.
         case = case.slowed(upstream, NAIVE_DELAY_MS, NAIVE_SWITCH_AFTER_S)
         note(f"{upstream} hears of the update an hour late; {downstream} does not")
         summary["naive_runs"] += 1
         workdir = tmp_path / f"case-{summary['naive_runs']}"
-        run = run_case(spark, case, workdir, scheduler="naive", lag={upstream: 3600.0})
+        run = run_case(
+            spark,
+            case,
+            workdir,
+            scheduler="naive",
+            lag={upstream: 3600.0},
+            switch_once_running=upstream,
+        )
         assert not run.verdict.serializable, (
             f"{run.verdict.records} records, none seen by {upstream}@old and {downstream}@new"
         )
