@@ -155,3 +155,24 @@ def logged_totals(df: pd.DataFrame, log: str, by: str = "customer") -> pd.DataFr
 
     _log_time(log, "aggregated", len(df))
     return totals(df, by=by)
+
+
+@emits("trail string")
+def trail_aggregate(
+    df: pd.DataFrame, me: str = "", label: str = "v1", delay_ms: float = 0.0, by: str = "customer"
+) -> pd.DataFrame:
+    """A blocking aggregate: one row per `by` value of the batch, a new record (Fries §7.1:
+    what a blocking operator emits starts a fresh transaction), so its trail starts afresh
+    with `;me=label`; the record is named after the operator, the key and the group's first
+    input record."""
+    _sleep_per_row(df, delay_ms)
+    if df.empty:
+        return df.assign(trail=pd.Series(dtype="object"))
+    groups = df.groupby(by, sort=True)
+    out = groups.tail(1).copy()
+    first = out[by].map(groups["_swivel_record"].first())
+    out["_swivel_record"] = (
+        f"{me}(" + out[by].astype(str) + "," + first.astype(str) + ")"
+    ).to_numpy()
+    out["trail"] = f";{me}={label}"
+    return out.reset_index(drop=True)

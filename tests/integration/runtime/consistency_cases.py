@@ -32,12 +32,13 @@ FUNCTIONS = {
     "filter": "trail_filter",
     "flatMap": "trail_copies",
     "replicate": "trail",
+    "aggregate": "trail_aggregate",
     "union": "trail",
     "keyed": "trail_keyed",
 }
 TRANSFORM = PROBES + "mark_transformed"
 KEYS = ("customer", "merchant")
-KINDS = ("keyed", "flatMap", "union", "map", "replicate", "filter", "keyed", "union")
+KINDS = ("keyed", "flatMap", "union", "map", "replicate", "filter", "keyed", "union", "aggregate")
 ROWS_PER_BATCH = 40
 OLD, NEW = "v1", "v2"
 
@@ -97,7 +98,7 @@ class Case:
         consumers: Counter[str] = Counter()
         for op in self.operators:
             kind = op.get("kind", "map")
-            if kind in ("keyed", "flatMap", "replicate", "filter"):
+            if kind in ("keyed", "flatMap", "replicate", "filter", "aggregate"):
                 found.add(kind)
             if len(op.get("inputs", ())) > 1:
                 found.add("merge")
@@ -181,6 +182,8 @@ def cases(draw: st.DrawFn) -> Case:
         if kind != "union" or draw(st.booleans()):  # a union may only merge
             op["function"] = PROBES + FUNCTIONS[kind]
             op["params"] = _params(name, kind, OLD, 0.0)
+            if kind == "aggregate":
+                op["params"]["by"] = key  # per key of the batch (one partition without hash)
         operators.append(op)
         kinds[name] = kind
     consumed = {
@@ -206,7 +209,7 @@ def cases(draw: st.DrawFn) -> Case:
         name, kind = op["name"], kinds[op["name"]]
         update: dict[str, Any] = {
             "operator": name,
-            "params": _params(name, kind, NEW, op["params"]["delay_ms"]),
+            "params": {**op["params"], "label": NEW},
         }
         if kind == "keyed" and draw(st.booleans()):
             update["stateTransform"] = TRANSFORM
