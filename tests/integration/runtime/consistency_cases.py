@@ -3,8 +3,9 @@ harness that runs one on local Spark and judges it.
 
 A `Case` is a small job (a source, a first map `p0`, 2-5 more operators, 1-2 sinks: at most
 8 operators) built from the trail probes (`swivel.jobs.examples.probes`): maps, filters,
-flatMaps (k rows per input), replicates, unions and keyed operators (by customer or
-merchant, forward or hash in-edges), wired into fan-outs and merges at random, plus a random
+flatMaps (k rows per input), replicates, unions, blocking aggregates and keyed operators
+(by customer or merchant, forward or hash in-edges), wired into fan-outs and merges at
+random, plus a random
 set of targets (keyed targets may bring a state transform), per-operator feed lags and the
 moment of the switch. Every probe adds the same column (`trail`), so merges always have
 equal columns; a job can still be refused by the runtime (`CompileError`, e.g. a keyed

@@ -1,9 +1,9 @@
 """Issue 10 §4, proof on real Spark: every reconfiguration the agent accepts is consistent.
 
 Hypothesis draws small dataflows (fan-outs, merges, keyed operators by customer or
-merchant, filters, flatMaps emitting two rows per input, replicates, unions), a random set
-of targets (keyed ones may bring a state transform), feed lags and the moment of the
-switch (`consistency_cases`). The agent's own acceptance path (`Hub.submit`, planning with
+merchant, filters, flatMaps emitting two rows per input, replicates, unions, blocking
+aggregates), a random set of targets (keyed ones may bring a state transform), feed lags
+and the moment of the switch (`consistency_cases`). The agent's own acceptance path (`Hub.submit`, planning with
 `plan_reconfiguration`) decides; a job the runtime cannot compile and a plan the agent
 refuses are counted, not run. Every accepted fries plan runs on local Spark: the switch is
 published inside a running micro-batch, two more batches complete, and
