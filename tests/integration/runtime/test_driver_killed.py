@@ -136,9 +136,9 @@ def test_a_batch_stopped_after_the_switch_replays_under_its_durable_configuratio
 ) -> None:
     started = time.monotonic()
     example = load_streamjob(EXAMPLE)
-    # ~100 rows a batch of the expensive model: batches of a few seconds, so the stop lands
-    # inside the batch the switch was taken in.
-    spec = bounded(small_fraud_job(work=2000), rows_per_batch=100)
+    # 100 rows a batch of the expensive model: batches of a few seconds, so the stop (some
+    # 20 ms after the first new-version row) lands inside the batch the switch was taken in.
+    spec = bounded(small_fraud_job(work=1000), rows_per_batch=100)
     job = example.model_copy(update={"spec": spec})
     embedded = EmbeddedJob(job, tmp_path / "work", spark, record_schedule=True).start()
     schedule = tmp_path / "work" / "schedule"
@@ -191,7 +191,7 @@ def test_a_batch_stopped_after_the_switch_replays_under_its_durable_configuratio
         restarted_at = time.time()
         runtime.start()  # from the checkpoint: batch `batch` is replayed
         done = runtime.batches_completed()
-        runtime.wait_for_batches(done + 2, timeout=90)
+        runtime.wait_for_batches(done + 1, timeout=90)  # the replay; then the plan ends
         plan_id = plan["id"]
         wait(
             lambda: (
