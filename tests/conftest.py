@@ -60,3 +60,22 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     for query in session.streams.active:
         query.stop()
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _agent_environment_restored() -> Iterator[None]:
+    """Give every test the agent variables the session started with.
+
+    In-process feeds and clients write `SWIVEL_AGENT_URL`/`SWIVEL_AGENT_TOKEN` into this
+    process's environment (a Python worker's view of its agent). Left there, they would be
+    inherited by every later subprocess and JVM, whose workers trust them first: a later
+    test's job would talk to a stopped agent, or to its own with a stale credential.
+    """
+    names = ("SWIVEL_AGENT_URL", "SWIVEL_AGENT_TOKEN", "SWIVEL_AGENT_DRIVER_TOKEN")
+    before = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -15,6 +15,9 @@ import click
 @click.group("bench")
 def command() -> None:
     """Benchmarks that run real jobs on this machine."""
+    from swivel.embedded.sessions import forget_inherited_agent
+
+    forget_inherited_agent()  # every benchmark starts the agents it measures
 
 
 @command.command("reconfiguration")

@@ -38,11 +38,12 @@ def command(
     """Swap the fraud model live during a surge under fries, epoch and restart."""
     from swivel.embedded.plotting import plot_aligned, plot_timeline
     from swivel.embedded.running import EmbeddedJob
-    from swivel.embedded.sessions import local_session
+    from swivel.embedded.sessions import forget_inherited_agent, local_session
     from swivel.embedded.sizing import DEMO, SMOKE
     from swivel.embedded.trials import TrialRunner, latency_rows, surge_job
     from swivel.embedded.verdicts import check_run
 
+    forget_inherited_agent()
     sizing = SMOKE if size == "smoke" else DEMO
     folder = output_dir or Path(tempfile.mkdtemp(prefix="swivel-demo-"))
     job = surge_job(sizing)

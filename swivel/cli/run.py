@@ -71,6 +71,9 @@ def command(  # click passes every option by name
     duration: float | None,
 ) -> None:
     """Run the job in JOB.yaml locally until Ctrl-C; reconfigure it with `swivel apply`."""
+    from swivel.embedded.sessions import forget_inherited_agent
+
+    forget_inherited_agent()
     check_master(master, policy)
     job = _load(job_path, master)
     from swivel.embedded import registry

@@ -19,6 +19,22 @@ from typing import Any
 from swivel.api.streamjob import StreamJobSpec
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+INHERITED_AGENT_VARIABLES = ("SWIVEL_AGENT_URL", "SWIVEL_AGENT_TOKEN")
+
+
+def forget_inherited_agent() -> None:
+    """Drop an agent address or credential this process inherited from its parent.
+
+    Embedded commands (`swivel run`, `demo`, `bench`) start agents of their own. Spark's
+    Python workers inherit the environment the JVM started with, and they trust an agent
+    address found there before the one their feed names (on Kubernetes that is the pod's
+    view of the agent, `swivel.jobs.runtime.feeds.AgentFeed`). A variable left in the shell
+    (or by an earlier test in the same process) would point every worker at another agent,
+    or at this one with a stale credential: a 401 at each task's first read, and a failed
+    query.
+    """
+    for name in INHERITED_AGENT_VARIABLES:
+        os.environ.pop(name, None)
 
 
 @contextlib.contextmanager

@@ -161,7 +161,18 @@ def test_a_refused_image_fails_the_job_visibly_and_creates_nothing(
     h = harness
     monkeypatch.setenv("SWIVEL_ALLOWED_IMAGES", "registry.example.com")
     h.job()
-    failed = h.wait_phase("streamjobs", "fraud-detection", "Failed")
+    # The phase and the message may land in two status writes (a timer can write Failed
+    # first): wait for the message itself.
+    failed = wait_for(
+        lambda: (
+            (j := h.get("streamjobs", "fraud-detection"))
+            and (j.get("status") or {}).get("phase") == "Failed"
+            and (j["status"].get("message") or "").startswith("spec.image: ")
+            and j
+        ),
+        10,
+        "phase Failed with spec.image in status.message",
+    )
     message = failed["status"]["message"]
     assert message.startswith("spec.image: 'ghcr.io/swivel-dev/swivel:"), message
     assert "not from an allowed repository (registry.example.com" in message
@@ -192,7 +203,18 @@ def test_a_spark_setting_that_mounts_a_secret_fails_the_job_and_creates_nothing(
     body["metadata"] = {"name": "fraud-detection"}
     body["spec"]["sparkConf"] = {"spark.kubernetes.executor.secrets.db-password": "/etc/db"}
     h.create("streamjobs", body)
-    failed = h.wait_phase("streamjobs", "fraud-detection", "Failed")
+    # The phase and the message may land in two status writes (a timer can write Failed
+    # first): wait for the message itself.
+    failed = wait_for(
+        lambda: (
+            (j := h.get("streamjobs", "fraud-detection"))
+            and (j.get("status") or {}).get("phase") == "Failed"
+            and (j["status"].get("message") or "").startswith("spec.sparkConf")
+            and j
+        ),
+        10,
+        "phase Failed with spec.sparkConf in status.message",
+    )
     message = failed["status"]["message"]
     assert message.startswith(
         "spec.sparkConf[spark.kubernetes.executor.secrets.db-password]: not allowed: it mounts"
