@@ -18,10 +18,9 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from swivel.api.base import ApiModel
+from swivel.api.base import WireDocument
 from swivel.api.errors import FieldProblem, problems_from
 from swivel.jobs.control.arming import ARMED, PROCESSED
 
@@ -38,10 +37,8 @@ class AckKind(enum.StrEnum):
     ARMED = ARMED  # switched on receipt of the snapshot
 
 
-class Ack(ApiModel):
+class Ack(WireDocument):
     """'Worker `pid` switched `operator` to function `version` under `configVersion`.'"""
-
-    model_config = ConfigDict(strict=True)
 
     pid: Annotated[int, Field(ge=0, lt=2**32)]
     operator: Annotated[str, Field(min_length=1, max_length=253)]
@@ -53,14 +50,6 @@ class Ack(ApiModel):
     # the agent's arrival time when left out.
     at: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     kind: Annotated[AckKind, Field(strict=False)] = AckKind.PROCESSED  # from its value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _an_object(cls, data: Any) -> Any:
-        # Without this pydantic says "a valid dictionary or instance of <class>".
-        if not isinstance(data, (dict, cls)):
-            raise PydanticCustomError("object_type", "expected a JSON object")
-        return data
 
 
 _ACKS = TypeAdapter(list[Ack])

@@ -14,10 +14,9 @@ import json
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationError
 
-from swivel.api.base import ApiModel
+from swivel.api.base import WireDocument as BaseWireDocument
 from swivel.api.errors import FieldProblem, problems_from
 
 MAX_DEPTH = 32  # the deepest honest document (a migration report) is 5 levels
@@ -116,18 +115,8 @@ def query_seconds(raw: str | None, name: str, default: float, upper: float) -> f
     return min(max(value, 0.0), upper)
 
 
-class WireDocument(ApiModel):
-    """Strict: JSON types as they are (no numeric strings, no booleans as numbers)."""
-
-    model_config = ConfigDict(strict=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _an_object(cls, data: Any) -> Any:
-        # Without this pydantic says "a valid dictionary or instance of <class>".
-        if not isinstance(data, (dict, cls)):
-            raise PydanticCustomError("object_type", "expected a JSON object")
-        return data
+class WireDocument(BaseWireDocument):
+    """A wire document the agent reads, refused as `BodyRejected` (field: reason)."""
 
     @classmethod
     def parse(cls, body: Any, prefix: str = "") -> Any:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 
 class ApiModel(BaseModel):
@@ -27,6 +28,21 @@ class ApiModel(BaseModel):
     def to_manifest(self) -> dict[str, Any]:
         """The wire form: camelCase, JSON types, defaults included."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class WireDocument(ApiModel):
+    """A document that crosses a process boundary: strict JSON types (no numeric strings,
+    no booleans as numbers), and an object at the top, said in words a caller understands."""
+
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        # Without this pydantic says "a valid dictionary or instance of <class>".
+        if not isinstance(data, (dict, cls)):
+            raise PydanticCustomError("object_type", "expected a JSON object")
+        return data
 
 
 API_GROUP = "swivel.dev"

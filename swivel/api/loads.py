@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Annotated, Any, Self
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from swivel.api.base import ApiModel
+from swivel.api.base import WireDocument
 from swivel.api.errors import semantic_error
 
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -30,17 +29,7 @@ Count = Annotated[int, Field(ge=0)]
 ExecutorId = Annotated[str, Field(min_length=1, description="Spark's executor id")]
 
 
-class _WireDocument(ApiModel):
-    model_config = ConfigDict(strict=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _an_object(cls, data: Any) -> Any:
-        # Without this pydantic says "a valid dictionary or instance of <class>".
-        if not isinstance(data, (dict, cls)):
-            raise PydanticCustomError("object_type", "expected a JSON object")
-        return data
-
+class _WireDocument(WireDocument):
     def to_wire(self) -> dict[str, Any]:
         """The JSON body: camelCase, only the fields that were given (a field given as
         null is left out: null and absent mean the same here)."""
