@@ -10,10 +10,11 @@ import asyncio
 import json
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from swivel.jobs.agent.app import create_app
 from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
+from swivel.jobs.control.client import ControlClient
 
 ROOT = Path(__file__).resolve().parents[3]
 JOB_PATH = ROOT / "examples" / "fraud-detection" / "streamjob.yaml"
@@ -189,3 +191,28 @@ def start_agent(job: StreamJob, tmp_path: Path) -> Iterator[Any]:
     for server in started:
         if server._thread.is_alive():
             server.stop()
+
+
+@pytest.fixture
+def clients(agent: Any) -> Iterator[Callable[..., ControlClient]]:
+    """Start real worker control clients against `agent`; stopped after the test."""
+    started: list[ControlClient] = []
+
+    def start(pid: int, *operators: str) -> ControlClient:
+        worker = ControlClient(agent.url, WORKER_TOKEN, pid=pid, watch_timeout_s=5)
+        for operator in operators:
+            worker.register(operator)
+        worker.start()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from swivel.api.streamjob import StreamJob
 from swivel.jobs.control import client as control
 from swivel.jobs.control.client import ControlClient
-from tests.integration.agent.conftest import WORKER_TOKEN, AgentServer, register
+from tests.integration.agent.conftest import WORKER_TOKEN, AgentServer, register, wait_until
 
 PARSE = "swivel.jobs.examples.fraud:parse"
 WORKER_PROCESS = textwrap.dedent(
@@ -29,30 +28,6 @@ WORKER_PROCESS = textwrap.dedent(
     print("got", got.config_version, repr(client.get_client().received_at), flush=True)
     """
 )
-
-
-@pytest.fixture
-def clients(agent: Any) -> Iterator[Callable[..., ControlClient]]:
-    started: list[ControlClient] = []
-
-    def start(pid: int, *operators: str) -> ControlClient:
-        worker = ControlClient(agent.url, WORKER_TOKEN, pid=pid, watch_timeout_s=5)
-        for operator in operators:
-            worker.register(operator)
-        worker.start()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
 
 
 def _live_pids(agent: Any) -> set[int]:
@@ -75,7 +50,7 @@ def test_long_poll_delivers_a_new_snapshot_to_every_worker_fast(
             assert process.stdout is not None
             assert process.stdout.readline().startswith("ready")
         pids = {1000, 1001, 1002, 1003} | {p.pid for p in processes}
-        _wait_until(lambda: pids <= _live_pids(agent) and _all_watching(agent, pids))
+        wait_until(lambda: pids <= _live_pids(agent) and _all_watching(agent, pids))
         assert all(t.current() is not None and t.current().revision == 1 for t in threads)
         sent_at = time.time()
         assert call(agent.url + "/v1/plans", "POST", swap_model())[0] == 202
@@ -113,25 +88,25 @@ def test_acks_complete_the_plan_and_fill_the_timings(
     with control.working_on("customer-detector"):
         head = clients(2001, "customer-detector")
         tail = clients(2002, "merchant-detector", "combine")
-        _wait_until(lambda: {2001, 2002} <= _live_pids(agent))
+        wait_until(lambda: {2001, 2002} <= _live_pids(agent))
         status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
         assert status == 202
         plan_url = f"{agent.url}/v1/plans/{plan['id']}"
         assert head.wait_for_revision(2, 5) and tail.wait_for_revision(2, 5)
         # combine (a non-head of the component) armed on receipt; the busy head did not.
-        _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 1)
+        wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 1)
         progress = call(plan_url)[1]["progress"]
         assert progress["operators"]["combine"]["switched"] == 1
         assert progress["operators"]["customer-detector"]["switched"] == 0
         checked_at = time.time()
         head.ack("customer-detector", 2, 2, partition=3, batch_id=7, at=checked_at)
         head.ack("customer-detector", 2, 2, partition=4, batch_id=7)  # deduplicated
-    _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)
+    wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)
     # Every worker switched, but combine has not processed a record under version 2 yet.
     assert call(plan_url)[1]["phase"] == "Applying"
     tail.ack("merchant-detector", 1, 2, partition=1, batch_id=7)  # not a target: no switch
     tail.ack("combine", 2, 2, partition=1, batch_id=8)
-    _wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+    wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
     done = call(plan_url)[1]
     timings = done["timings"]
     assert all(timings[k] for k in ("requestedAt", "acceptedAt", "firstSwitchAt",
@@ -157,11 +132,11 @@ def test_an_idle_head_switches_on_receipt(
     comes) reads the new snapshot: it is switched when the snapshot arrives. (The busy
     case is the test above; busy-ness is per process, so one test process shows one.)"""
     idle = clients(2101, "customer-detector")
-    _wait_until(lambda: 2101 in _live_pids(agent))
+    wait_until(lambda: 2101 in _live_pids(agent))
     plan = call(agent.url + "/v1/plans", "POST", swap_model())[1]
     plan_url = f"{agent.url}/v1/plans/{plan['id']}"
     assert idle.wait_for_revision(2, 5)
-    _wait_until(
+    wait_until(
         lambda: call(plan_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
     )
     assert call(plan_url)[1]["phase"] == "Applying"  # nothing processed under version 2 yet
@@ -175,7 +150,7 @@ def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_
     try:
         plan = call(first.url + "/v1/plans", "POST", swap_model())[1]
         head.ack("customer-detector", 2, 2)
-        _wait_until(lambda: call(f"{first.url}/v1/plans/{plan['id']}")[1]["progress"]
+        wait_until(lambda: call(f"{first.url}/v1/plans/{plan['id']}")[1]["progress"]
                     ["operators"]["customer-detector"]["switched"] == 1)  # fmt: skip
         port = first.port
         first.stop()
@@ -188,12 +163,12 @@ def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_
         assert config["configVersion"] == 2 and config["activePlan"] == plan["id"]
         assert call(second.url + "/v1/plans", "POST", swap_model("other"))[0] == 409
         # The worker's client reconnects by itself and keeps the published snapshot.
-        _wait_until(lambda: 3001 in _live_pids(second))
+        wait_until(lambda: 3001 in _live_pids(second))
         assert head.current() is not None and head.current().config_version == 2
         ack = {"pid": 3002, "operator": "combine", "version": 2, "configVersion": 2}
         register(second.url, 3002)
         call(second.url + "/v1/control/acks", "POST", [ack])
-        _wait_until(lambda: call(f"{second.url}/v1/plans/{plan['id']}")[1]["phase"] == "Completed")
+        wait_until(lambda: call(f"{second.url}/v1/plans/{plan['id']}")[1]["phase"] == "Completed")
     finally:
         head.stop()
 
@@ -224,7 +199,7 @@ def test_a_forked_child_gets_its_own_client_and_snapshot(
             finally:
                 os._exit(code)
         os.close(write_end)
-        _wait_until(lambda: child in _live_pids(agent))
+        wait_until(lambda: child in _live_pids(agent))
         assert call(agent.url + "/v1/plans", "POST", swap_model())[0] == 202
         report = os.read(read_end, 200).decode()
         os.close(read_end)
@@ -264,7 +239,7 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
     head.register("fm")
     try:
         head.start()
-        _wait_until(lambda: 4001 in _live_pids(server))
+        wait_until(lambda: 4001 in _live_pids(server))
         spec = {"jobRef": {"name": "j"}, "scheduler": "fries",
                 "functionUpdates": [{"operator": "a", "params": {"x": "1"}},
                                     {"operator": "b", "params": {"x": "1"}}]}  # fmt: skip
@@ -272,12 +247,12 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
         assert status == 202
         assert plan["progress"]["heads"] == {"fm": {"switched": 0, "total": 1}}
         plan_url = f"{server.url}/v1/plans/{plan['id']}"
-        _wait_until(lambda: call(plan_url)[1]["progress"]["heads"]["fm"]["switched"] == 1)
+        wait_until(lambda: call(plan_url)[1]["progress"]["heads"]["fm"]["switched"] == 1)
         acks = [{"pid": 4002, "operator": op, "version": 2, "configVersion": 2}
                 for op in ("a", "b")]  # fmt: skip
         register(server.url, 4002)
         assert call(server.url + "/v1/control/acks", "POST", acks)[0] == 202
-        _wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+        wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
     finally:
         head.stop()
         server.stop()
@@ -289,16 +264,16 @@ def test_a_refused_ack_is_dropped_and_does_not_hold_back_the_next(
     """An ack the agent calls untrue (422) would be refused again: the client drops it (it is
     refused once, not retried), and the acks after it still arrive."""
     worker = clients(5001, "customer-detector")
-    _wait_until(lambda: 5001 in _live_pids(agent))
+    wait_until(lambda: 5001 in _live_pids(agent))
     status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
     assert status == 202
     worker.ack("customer-detector", 99, 2)  # a version never published: 422
     refused = 'swivel_agent_rejected_total{source="acks"} 1.0'
-    _wait_until(lambda: refused in call(agent.url + "/metrics")[1])
+    wait_until(lambda: refused in call(agent.url + "/metrics")[1])
     time.sleep(0.5)  # a retry (backoff from 50 ms) would have been refused again by now
     assert refused in call(agent.url + "/metrics")[1]
     worker.ack("customer-detector", 2, 2)
     progress_url = f"{agent.url}/v1/plans/{plan['id']}"
-    _wait_until(
+    wait_until(
         lambda: call(progress_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
     )

@@ -6,38 +6,12 @@ real control clients, the driver channel over HTTP."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from swivel.jobs.control import client as control
-from swivel.jobs.control.client import ControlClient
-from tests.integration.agent.conftest import WORKER_TOKEN
-
-
-@pytest.fixture
-def clients(agent: Any) -> Iterator[Callable[..., ControlClient]]:
-    started: list[ControlClient] = []
-
-    def start(pid: int, *operators: str) -> ControlClient:
-        worker = ControlClient(agent.url, WORKER_TOKEN, pid=pid, watch_timeout_s=5)
-        for operator in operators:
-            worker.register(operator)
-        worker.start()
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
+from tests.integration.agent.conftest import wait_until
 
 
 def test_a_tag_follower_is_in_effect_when_the_batch_with_old_tags_completed(
@@ -49,7 +23,7 @@ def test_a_tag_follower_is_in_effect_when_the_batch_with_old_tags_completed(
     with control.working_on("customer-detector"):  # the head is mid-batch 7
         head = clients(3001, "customer-detector")
         tail = clients(3002, "merchant-detector", "combine")
-        _wait_until(lambda: {3001, 3002} <= {w.pid for w in agent.call(agent.hub.live_workers)})
+        wait_until(lambda: {3001, 3002} <= {w.pid for w in agent.call(agent.hub.live_workers)})
         requested = time.time()
         status, plan, _ = call(
             agent.url + "/v1/plans", "POST", {**swap_model(), "requestedAt": requested}
@@ -60,7 +34,7 @@ def test_a_tag_follower_is_in_effect_when_the_batch_with_old_tags_completed(
         switched_at = time.time()
         head.ack("customer-detector", 2, 2, partition=0, batch_id=7, at=switched_at)
     tail.ack("combine", 2, 2, partition=1, batch_id=7, at=switched_at + 0.05)
-    _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)
+    wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)
     time.sleep(0.2)  # every worker switched and every target ran new records, but ...
     waiting = call(plan_url)[1]
     assert waiting["phase"] == "Applying" and waiting["delayMs"] is None
@@ -68,7 +42,7 @@ def test_a_tag_follower_is_in_effect_when_the_batch_with_old_tags_completed(
     # under the old rule until the batch completes.
     ended = switched_at + 0.4
     call(progress, "POST", {"batchId": 7, "event": "completed", "at": ended})
-    _wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+    wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
     done = call(plan_url)[1]
     assert done["delayMs"] == pytest.approx((ended - requested) * 1000, abs=1.0)
     assert done["armedMs"] == pytest.approx((switched_at - requested) * 1000, abs=1.0)
@@ -85,13 +59,13 @@ def test_a_head_armed_between_batches_leaves_nothing_old_behind(
     call(progress, "POST", {"batchId": 7, "event": "completed", "at": time.time()})
     head = clients(3101, "customer-detector")
     tail = clients(3102, "merchant-detector", "combine")
-    _wait_until(lambda: {3101, 3102} <= {w.pid for w in agent.call(agent.hub.live_workers)})
+    wait_until(lambda: {3101, 3102} <= {w.pid for w in agent.call(agent.hub.live_workers)})
     status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
     assert status == 202
     plan_url = f"{agent.url}/v1/plans/{plan['id']}"
-    _wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)  # both armed
+    wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)  # both armed
     tail.ack("combine", 2, 2, partition=1, batch_id=8)
     head.ack("customer-detector", 2, 2, partition=0, batch_id=8)
-    _wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+    wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
     done = call(plan_url)[1]
     assert done["delayMs"] == pytest.approx(done["propagationMs"], abs=1.0)
