@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 ENV_SCHEDULE_DIR = "SWIVEL_SCHEDULE_DIR"
 MERGED_NAME = "schedule.jsonl"
@@ -89,9 +90,21 @@ def merge_schedule(directory: Path, output: Path | None = None) -> Path:
     sources = sorted(p for p in directory.glob("*.jsonl") if p.resolve() != target.resolve())
     with target.open("w", encoding="utf-8") as out:
         for source in sources:
-            text = source.read_text(encoding="utf-8")
-            if not text.endswith("\n"):
-                # A worker killed mid-write leaves a partial last line: drop it.
-                text = text[: text.rfind("\n") + 1]
-            out.write(text)
+            out.write(complete_lines(source))
     return target
+
+
+def complete_lines(path: Path) -> str:
+    """The file's text up to its last newline: a worker killed mid-write leaves a partial
+    last line, which no reader may take for an event."""
+    text = Path(path).read_text(encoding="utf-8")
+    return text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+
+
+def process_events(directory: Path) -> list[dict[str, Any]]:
+    """Every complete `process` event the worker processes recorded in `directory`."""
+    return [
+        json.loads(line)
+        for path in sorted(Path(directory).glob("process-*.jsonl"))
+        for line in complete_lines(path).splitlines()
+    ]

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swivel.jobs.control.recording import complete_lines
+
 WINDOW_BEFORE_S = 2.0  # activity kept for the plot before the request
 
 
@@ -93,8 +95,7 @@ def _events(schedule_dir: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             pid = int(path.stem.split("-", 1)[1])
         except ValueError:
             continue
-        text = path.read_text(encoding="utf-8")
-        for line in text[: text.rfind("\n") + 1].splitlines():  # a killed writer's partial line
+        for line in complete_lines(path).splitlines():
             if '"at"' in line:
                 yield pid, json.loads(line)
 

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.control.recording import process_events
 from swivel.jobs.runtime.compiling import job_snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
 from swivel.jobs.runtime.testing import (
@@ -66,14 +67,6 @@ def two_heads_job() -> StreamJobSpec:
             },
         }
     )  # fmt: skip
-
-
-def process_events(directory: Path) -> list[dict]:
-    events = []
-    for path in directory.glob("process-*.jsonl"):
-        text = path.read_text()
-        events += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
-    return events
 
 
 @dataclass(frozen=True)

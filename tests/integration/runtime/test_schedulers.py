@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from swivel.jobs.control.recording import process_events
 from swivel.jobs.runtime.compiling import job_snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
 from swivel.jobs.runtime.testing import (
@@ -83,14 +84,6 @@ def run_with_update(
     finally:
         runtime.stop()
     return check_recorded(schedule), memory_rows(spark, runtime.job)
-
-
-def process_events(schedule: Path) -> list[dict]:
-    events = []
-    for path in schedule.glob("process-*.jsonl"):
-        text = path.read_text()
-        events += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
-    return events
 
 
 def running(schedule: Path, operator: str, batch: int, timeout: float = 300) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from swivel.jobs.control.recording import process_events
 from swivel.jobs.runtime.compiling import job_snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
 from swivel.jobs.runtime.testing import (
@@ -19,14 +20,6 @@ from swivel.jobs.runtime.testing import (
 )
 
 pytestmark = pytest.mark.spark
-
-
-def process_events(directory: Path) -> list[dict]:
-    events = []
-    for path in directory.glob("process-*.jsonl"):
-        text = path.read_text()
-        events += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
-    return events
 
 
 def wait_until(condition, timeout: float = 90.0, step: float = 0.005) -> None:
