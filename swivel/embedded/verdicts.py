@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from swivel.controllers.checker import Verdict, check_schedule, parse_schedule
+from swivel.jobs.control.recording import complete_lines
 
 
 def _events(schedule_dir: Path) -> Iterator[dict[str, Any]]:
     for path in sorted(Path(schedule_dir).glob("*.jsonl")):
         if path.name == "schedule.jsonl":
             continue
-        text = path.read_text(encoding="utf-8")
-        for line in text[: text.rfind("\n") + 1].splitlines():  # a killed writer's partial line
+        for line in complete_lines(path).splitlines():
             if line.strip():
                 yield json.loads(line)
 

@@ -40,6 +40,7 @@ import pytest
 from swivel.api.manifests import load_streamjob
 from swivel.embedded.running import EmbeddedJob
 from swivel.jobs.agent.auth import Role, role_token
+from swivel.jobs.control.recording import complete_lines, process_events
 from swivel.jobs.runtime.testing import bounded, check_recorded
 from tests.integration.runtime.conftest import EXAMPLE, small_fraud_job
 
@@ -75,11 +76,7 @@ def http(url: str, method: str, body: Any, token: str) -> tuple[int, Any]:
 
 
 def events(schedule: Path) -> list[dict[str, Any]]:
-    found = []
-    for path in schedule.glob("process-*.jsonl"):
-        text = path.read_text(encoding="utf-8")
-        found += [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
-    return found
+    return process_events(schedule)
 
 
 def wait(check: Any, timeout: float, what: str) -> Any:
@@ -120,10 +117,9 @@ def committed_schedule(schedule: Path, out: Path, batch: int, restart: float) ->
             if path.is_file():
                 shutil.copy(path, out / path.name)
             continue
-        text = path.read_text(encoding="utf-8")
         kept = [
             line
-            for line in text[: text.rfind("\n") + 1].splitlines()
+            for line in complete_lines(path).splitlines()
             if not ((e := json.loads(line))["batch"] == batch and e["at"] < restart)
         ]
         (out / path.name).write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")

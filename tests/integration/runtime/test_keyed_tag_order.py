@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from swivel.api.streamjob import StreamJobSpec
-from swivel.jobs.control.recording import process_events
+from swivel.jobs.control.recording import complete_lines, process_events
 from swivel.jobs.runtime.compiling import job_snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
 from swivel.jobs.runtime.testing import (
@@ -133,8 +133,7 @@ def taken_paths(schedule: Path, rows: dict[str, dict]) -> Path:
     kept_by = {"even": 0, "odd": 1}
     lines = []
     for path in sorted(schedule.glob("*.jsonl")):
-        text = path.read_text()
-        for line in text[: text.rfind("\n") + 1].splitlines():
+        for line in complete_lines(path).splitlines():
             event = json.loads(line)
             keep = (
                 kept_by.get(event.get("operator", "")) if event.get("event") == "process" else None
