@@ -1,7 +1,8 @@
-"""Least privilege for a StreamJob's pods: the driver's Role, the settings that keep Spark
-inside it, and the service account token only where it is used.
+"""Least privilege for a StreamJob's pods: the driver's ServiceAccount, Role and
+RoleBinding, the settings that keep Spark inside it, the service account token only where
+it is used, and the NetworkPolicy that lets only the job's pods and the operator in.
 
-Pure data, no cluster: `rendering` puts these into the children it renders. Spark's
+Pure data, no cluster: `children` renders these with the rest of a job. Spark's
 Kubernetes backend decides what the driver calls; docs/security.md ("Permissions") lists
 each verb with the Spark call that needs it, read from Spark 4.x's source
 (`ExecutorPodsAllocator`, `ExecutorPodsLifecycleManager`, the watch and polling snapshot
@@ -10,9 +11,17 @@ sources, `KubernetesClusterSchedulerBackend`).
 
 from __future__ import annotations
 
-from typing import Any
+from swivel.operator.naming import (
+    AGENT_PORT,
+    JOB_LABEL,
+    Manifest,
+    Names,
+    Owner,
+    child_metadata,
+)
 
-Manifest = dict[str, Any]
+# How the chart labels the operator's pods: the NetworkPolicy lets them reach the agent.
+OPERATOR_LABELS = {"app.kubernetes.io/part-of": "swivel", "app.kubernetes.io/component": "operator"}
 
 # What the driver's Spark (4.x, client mode, the default `direct` pods allocator) calls on the
 # Kubernetes API for its executors, and nothing else; docs/security.md names the Spark call
@@ -92,4 +101,55 @@ def api_access_mount() -> Manifest:
     return {"name": API_ACCESS_VOLUME, "mountPath": API_ACCESS_DIR, "readOnly": True}
 
 
-__all__ = ["DRIVER_RULES", "KUBERNETES_API_CONF", "api_access_mount", "api_access_volume"]
+def render_service_account(owner: Owner) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": child_metadata(Names(owner.name).service_account, owner, "driver"),
+    }
+
+
+def render_role(owner: Owner) -> Manifest:
+    """What Spark's driver does with executors: create, watch and delete their pods."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": child_metadata(Names(owner.name).service_account, owner, "driver"),
+        "rules": [dict(rule) for rule in DRIVER_RULES],
+    }
+
+
+def render_role_binding(owner: Owner) -> Manifest:
+    name = Names(owner.name).service_account
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": child_metadata(name, owner, "driver"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": owner.namespace}],
+    }
+
+
+def render_network_policy(owner: Owner, operator_namespace: str | None = None) -> Manifest:
+    """Ingress to the job's pods (driver and executors) only from the job's own pods, and
+    to the agent port from the operator (in `operator_namespace`; any namespace's pods
+    labelled as the chart labels the operator when unknown). The Spark UI and RPC ports
+    stay inside the job. Needs a CNI that enforces NetworkPolicy (docs/operator.md)."""
+    job_pods = {"matchLabels": {JOB_LABEL: owner.name}}
+    namespaces: Manifest = {}
+    if operator_namespace:
+        namespaces = {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}}
+    operator = {"namespaceSelector": namespaces, "podSelector": {"matchLabels": OPERATOR_LABELS}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": child_metadata(Names(owner.name).network_policy, owner, "network"),
+        "spec": {
+            "podSelector": job_pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": job_pods}]},
+                {"from": [operator], "ports": [{"protocol": "TCP", "port": AGENT_PORT}]},
+            ],
+        },
+    }

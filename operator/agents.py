@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
-from swivel.operator.rendering import Names
+from swivel.operator.naming import Names
 
 __all__ = [
     "AgentHealth",

@@ -24,7 +24,7 @@ from swivel.api.base import API_GROUP, API_VERSION, Disruption
 from swivel.api.changes import diff_specs
 from swivel.api.reconfiguration import FunctionUpdate, JobRef, ReconfigurationSpec, Rescale
 from swivel.api.streamjob import StreamJobSpec
-from swivel.operator.rendering import AUTOMATIC_LABEL, JOB_LABEL, TRIGGER_LABEL, Owner
+from swivel.operator.naming import AUTOMATIC_LABEL, JOB_LABEL, TRIGGER_LABEL, Owner
 
 
 @dataclass(frozen=True)

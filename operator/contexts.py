@@ -16,7 +16,7 @@ from swivel.operator.agents import AgentLink, JobAddress
 from swivel.operator.clusters import Clock, Cluster, Ref, utc_now
 from swivel.operator.credentials import JobCredentials
 from swivel.operator.indexes import Known
-from swivel.operator.rendering import Names
+from swivel.operator.naming import Names
 
 
 @dataclass

@@ -13,7 +13,9 @@ The operator creates the Secret `<job>-agent-token` once per job and never rotat
   trust. The agent serves HTTPS with `tls.crt`/`tls.key`; the operator, the driver and
   the workers verify it against `ca.crt` (not secret: it is also given to the job's pods).
 
-Issuing reads the clock; everything else is pure.
+The Secret is rendered here too (`render_token_secret`), and read back by `job_credentials`
+so a reconcile keeps what the first one issued. Issuing reads the clock; everything else
+is pure.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from swivel.jobs.agent.auth import Role, role_token
+from swivel.operator.naming import Manifest, Names, Owner, child_metadata
 
 TOKEN_KEY = "token"
 DRIVER_TOKEN_KEY = "driver-token"
@@ -123,13 +126,6 @@ _CA_USAGE = x509.KeyUsage(
 )  # fmt: skip
 
 
-_CA_USAGE = x509.KeyUsage(
-    digital_signature=False, content_commitment=False, key_encipherment=False,
-    data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-    encipher_only=False, decipher_only=False,
-)  # fmt: skip
-
-
 def issue_certificate(
     hosts: list[str], now: datetime.datetime | None = None
 ) -> tuple[str, str, str]:
@@ -179,3 +175,44 @@ def issue_certificate(
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     return ca.public_bytes(pem).decode(), cert.public_bytes(pem).decode(), key_pem.decode()
+
+
+def as_credentials(credentials: JobCredentials | str) -> JobCredentials:
+    """Credentials as given; a bare token means credentials without TLS."""
+    return JobCredentials(credentials) if isinstance(credentials, str) else credentials
+
+
+def render_token_secret(owner: Owner, credentials: JobCredentials | str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": child_metadata(Names(owner.name).token_secret, owner, "agent"),
+        "type": "Opaque",
+        "data": as_credentials(credentials).secret_data(),
+    }
+
+
+def job_credentials(secret: Manifest | None, owner: Owner, *, tls: bool = True) -> JobCredentials:
+    """The credentials an existing Secret holds (never rotated), else new ones (with a
+    certificate when `tls`). A Secret an older operator wrote without a certificate gets
+    none: its driver pod's agent serves plain HTTP, and the operator must not speak HTTPS
+    to it (nor fall back to HTTP when TLS fails: that would be a downgrade). Such a job
+    gains TLS when it is re-created (docs/agent.md)."""
+    existing = JobCredentials.of_secret(secret)
+    if existing is not None:
+        return existing
+    names = Names(owner.name)
+    return new_credentials(agent_hosts(names.service, owner.namespace), tls=tls)
+
+
+def secret_outdated(existing: Manifest | None, rendered: Manifest) -> bool:
+    """Whether the existing Secret lacks keys the rendered one has (written by an older
+    operator): only then is a Secret patched, with the same token."""
+    have = set((existing or {}).get("data") or {})
+    return not set(rendered.get("data") or {}) <= have
+
+
+def token_of(secret: Manifest) -> str | None:
+    """The token kept in an existing Secret (so a reconcile never rotates it)."""
+    encoded = (secret.get("data") or {}).get(TOKEN_KEY)
+    return base64.b64decode(encoded).decode() if encoded else None

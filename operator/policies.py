@@ -51,8 +51,9 @@ from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, Loads
 from swivel.operator.clusters import ApiFailure
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.jobconfigs import quantity_bytes
 from swivel.operator.joblabels import reconfigurations_of
-from swivel.operator.rendering import AUTOMATIC_LABEL, JOB_LABEL, Owner, quantity_bytes
+from swivel.operator.naming import AUTOMATIC_LABEL, JOB_LABEL, Owner
 
 POLICY_LABEL = f"{API_GROUP}/policy"
 INPUTS_ANNOTATION = f"{API_GROUP}/policy-inputs"

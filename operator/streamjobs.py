@@ -33,23 +33,16 @@ from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable
+from swivel.operator.children import render_children
 from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.credentials import job_credentials, secret_outdated
 from swivel.operator.healthchecks import JobObservation, next_status
 from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
-from swivel.operator.rendering import (
-    RESTART_HASH_ANNOTATION,
-    SINK_ANNOTATION,
-    Names,
-    Owner,
-    job_credentials,
-    name_problems,
-    render_children,
-    restart_refusal,
-    secret_outdated,
-)
+from swivel.operator.naming import Names, Owner, name_problems
+from swivel.operator.restarts import RESTART_HASH_ANNOTATION, SINK_ANNOTATION, restart_refusal
 
 PLURAL = "streamjobs"
 CREATED_ONCE = frozenset({"Secret", "PersistentVolumeClaim"})  # never patched by a reconcile

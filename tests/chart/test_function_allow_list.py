@@ -1,5 +1,5 @@
 """The function allow-list travels from chart values to the operator's environment, and from
-there to every job's agent and driver (operator/rendering.py `function_env`), so every
+there to every job's agent and driver (operator/pods.py `function_env`), so every
 process of an installation refuses the same references (issue 11 §1)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from swivel.api.functions import PREFIXES_ENV, AllowList, FunctionRefused, check_reference
 from swivel.api.manifests import load_streamjob
-from swivel.operator import rendering
-from swivel.operator.rendering import Owner
+from swivel.operator import pods
+from swivel.operator.naming import Owner
 
 Objects = list[dict[str, Any]]
 Render = Callable[..., Objects]
@@ -47,7 +47,7 @@ def test_the_values_reach_the_operator_and_every_job_pod(
     assert "[acme.functions, swivel.jobs.examples]" in refused.value.reason
     # ... hands the same list to the job's agent and driver containers.
     job = load_streamjob(ROOT / "examples" / "fraud-detection" / "streamjob.yaml")
-    pod = rendering.render_driver_pod(job, OWNER)
+    pod = pods.render_driver_pod(job, OWNER)
     containers = {c["name"]: c for c in pod["spec"]["containers"]}
     assert len(containers) >= 2
     for name, container in containers.items():

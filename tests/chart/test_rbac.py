@@ -3,7 +3,7 @@
 Rules are flattened to (scope, apiGroup, resource, verb) tuples, where scope is a namespace or
 "*cluster*" for a ClusterRole. The granted set must equal the needed set — an extra right
 fails as surely as a missing one — and the operator must hold every right of the Role it
-gives each driver (operator/rendering.py DRIVER_RULES), or Kubernetes would refuse to create
+gives each driver (operator/access.py DRIVER_RULES), or Kubernetes would refuse to create
 that Role (RBAC escalation prevention).
 """
 
@@ -28,7 +28,7 @@ def rights(groups: Iterable[str], resources: Iterable[str], verbs: Iterable[str]
 
 
 def driver_rights() -> set[Right]:
-    from swivel.operator.rendering import DRIVER_RULES
+    from swivel.operator.access import DRIVER_RULES
 
     granted: set[Right] = set()
     for rule in DRIVER_RULES:

@@ -28,7 +28,7 @@ OPERATOR_CLIENTS = ("kopf", AUDITED)
 # OwnerReferencesPermissionEnforcement asks for (it is not a request), kopf's CRD
 # discovery (a cluster-scoped watch it opens only for CRD changes), and the checkpoint
 # claim's create and delete (the example writes to a memory sink, which cannot resume from a
-# checkpoint, so it gets no claim: rendering.uses_checkpoint_claim).
+# checkpoint, so it gets no claim: restarts.uses_checkpoint_claim).
 UNUSED_BY_DESIGN = {
     ("pods", "list"),
     ("pods", "watch"),

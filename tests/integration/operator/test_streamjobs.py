@@ -138,7 +138,7 @@ def test_a_params_edit_in_git_becomes_a_live_control_plan(harness: Harness) -> N
 def test_a_restart_class_edit_of_a_memory_sink_job_is_refused_visibly(harness: Harness) -> None:
     """A memory-sink query cannot resume from a checkpoint (Spark refuses), so a restart
     would start it over and lose its keyed state: the driver keeps running, and the
-    status and a warning Event say why (`rendering.restart_refusal`)."""
+    status and a warning Event say why (`restarts.restart_refusal`)."""
     h = harness
     h.job()  # the example: a memory sink
     pod = wait_for(lambda: _child(h, "v1", "pods", "fraud-detection-driver"), 10)

@@ -13,10 +13,10 @@ from swivel.api.reconfiguration import ReconfigurationStatus
 from swivel.api.streamjob import StreamJob
 from swivel.operator.agents import Loads
 from swivel.operator.classifying import classify
+from swivel.operator.naming import Owner
 from swivel.operator.phases import FINAL, IllegalTransition, Phase, Reason, transition
 from swivel.operator.policies import automatic_reconfiguration, decide_rebalance, moves_of
 from swivel.operator.reconciling import Decision, Sibling, admit, apply_decision, from_agent_plan
-from swivel.operator.rendering import Owner
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,6 +13,7 @@ from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import StreamJob
 from swivel.controllers import aimd
 from swivel.operator.agents import Loads
+from swivel.operator.naming import Owner
 from swivel.operator.policies import (
     INPUTS_ANNOTATION,
     automatic_reconfiguration,
@@ -24,7 +25,6 @@ from swivel.operator.policies import (
     round_inputs,
     stale_after_s,
 )
-from swivel.operator.rendering import Owner
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)

@@ -15,8 +15,10 @@ from swivel.api.changes import diff_specs
 from swivel.api.manifests import load_streamjob
 from swivel.api.sparkconf import load_rendered_streamjob
 from swivel.api.streamjob import StreamJob
-from swivel.operator import rendering
-from swivel.operator.rendering import Names, Owner
+from swivel.operator import jobconfigs, naming, pods, restarts
+from swivel.operator.children import render_children
+from swivel.operator.credentials import token_of
+from swivel.operator.naming import Names, Owner
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBERNETES_VERSION = "1.30"
@@ -35,7 +37,7 @@ def job() -> StreamJob:
 def children(job: StreamJob) -> dict[str, dict[str, Any]]:
     return {
         obj["kind"] + "/" + obj["metadata"]["name"]: obj
-        for obj in rendering.render_children(job, OWNER, TOKEN)
+        for obj in render_children(job, OWNER, TOKEN)
     }
 
 
@@ -48,7 +50,7 @@ def test_every_child_validates_against_the_kubernetes_schema(
 
 def test_embedded_manifests_validate_too(children: dict[str, dict[str, Any]]) -> None:
     template = children["ConfigMap/fraud-detection-executor-template"]["data"]
-    pod = yaml.safe_load(template[rendering.EXECUTOR_TEMPLATE_FILE])
+    pod = yaml.safe_load(template[jobconfigs.EXECUTOR_TEMPLATE_FILE])
     pod["metadata"]["name"] = "executor"  # Spark names executors; the schema needs one
     kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
 
@@ -78,7 +80,7 @@ def test_each_child_is_labelled_owned_and_namespaced(
 ) -> None:
     metadata = children[f"{kind}/{name}"]["metadata"]
     assert metadata["namespace"] == "streams"
-    assert metadata["labels"][rendering.JOB_LABEL] == "fraud-detection"
+    assert metadata["labels"][naming.JOB_LABEL] == "fraud-detection"
     assert metadata["labels"]["app.kubernetes.io/component"] == component
     (reference,) = metadata["ownerReferences"]
     assert reference == {
@@ -98,7 +100,7 @@ def test_the_pod_runs_the_driver_and_the_agent_sidecar(children: dict[str, dict[
         "swivel", "driver", "--job-config", "/etc/swivel/job.yaml", "--boundary-timeout", "45"
     ]  # fmt: skip
     # SIGTERM: the driver waits up to 45 s for a batch boundary, inside the grace period.
-    assert pod["spec"]["terminationGracePeriodSeconds"] > rendering.BOUNDARY_TIMEOUT_S
+    assert pod["spec"]["terminationGracePeriodSeconds"] > pods.BOUNDARY_TIMEOUT_S
     assert agent["command"][:3] == ["swivel", "agent", "--job"]
     assert agent["command"][agent["command"].index("--port") + 1] == "8470"
     assert agent["command"][agent["command"].index("--state-dir") + 1] == "/var/lib/swivel/agent"
@@ -135,18 +137,18 @@ def test_resources_come_from_the_spec(
     manifest["spec"]["driver"] = driver
     manifest["spec"]["executor"] = executor
     edited = StreamJob.model_validate(manifest)
-    pod = rendering.render_driver_pod(edited, OWNER)
+    pod = pods.render_driver_pod(edited, OWNER)
     requests = pod["spec"]["containers"][0]["resources"]["requests"]
     assert (requests["cpu"], requests["memory"]) == driver_resources
     template = yaml.safe_load(
-        rendering.render_executor_template(edited, OWNER)["data"][rendering.EXECUTOR_TEMPLATE_FILE]
+        pods.render_executor_template(edited, OWNER)["data"][jobconfigs.EXECUTOR_TEMPLATE_FILE]
     )
     requests = template["spec"]["containers"][0]["resources"]["requests"]
     assert (requests["cpu"], requests["memory"]) == executor_resources
-    conf = rendering.spark_conf(edited, OWNER)
+    conf = jobconfigs.spark_conf(edited, OWNER)
     assert (
         conf["spark.executor.memory"]
-        == f"{rendering.quantity_bytes(executor_resources[1]) // 2**20}m"
+        == f"{jobconfigs.quantity_bytes(executor_resources[1]) // 2**20}m"
     )
 
 
@@ -193,7 +195,7 @@ def test_the_checkpoint_lives_on_a_claim_the_job_owns(
     manifest["spec"]["checkpoint"] = checkpoint
     manifest["spec"]["sink"] = {"kind": sink, "options": {"path": "/data/out"}}
     edited = StreamJob.model_validate(manifest)
-    children = rendering.render_children(edited, OWNER, TOKEN)
+    children = render_children(edited, OWNER, TOKEN)
     kinds = [obj["kind"] for obj in children]
     rendered = {obj["kind"] + "/" + obj["metadata"]["name"]: obj for obj in children}
     pod = rendered["Pod/fraud-detection-driver"]
@@ -215,8 +217,8 @@ def test_the_checkpoint_lives_on_a_claim_the_job_owns(
     assert pvc["spec"]["resources"]["requests"] == {"storage": claim["storage"]}
     assert pvc["spec"].get("storageClassName") == claim.get("storageClassName")
     assert kinds.index("PersistentVolumeClaim") < kinds.index("Pod")  # the pod mounts it
-    assert mounts["checkpoints"] == rendering.CHECKPOINT_ROOT
-    assert location.startswith(rendering.CHECKPOINT_ROOT + "/")
+    assert mounts["checkpoints"] == restarts.CHECKPOINT_ROOT
+    assert location.startswith(restarts.CHECKPOINT_ROOT + "/")
     assert volumes["checkpoints"] == {
         "name": "checkpoints",
         "persistentVolumeClaim": {"claimName": "fraud-detection-checkpoints"},
@@ -226,8 +228,8 @@ def test_the_checkpoint_lives_on_a_claim_the_job_owns(
 
 
 def test_the_token_is_the_one_given(children: dict[str, dict[str, Any]]) -> None:
-    assert rendering.token_of(children["Secret/fraud-detection-agent-token"]) == TOKEN
-    assert rendering.token_of({"data": {}}) is None
+    assert token_of(children["Secret/fraud-detection-agent-token"]) == TOKEN
+    assert token_of({"data": {}}) is None
 
 
 @pytest.mark.parametrize(
@@ -257,7 +259,7 @@ def test_the_restart_hash_changes_exactly_for_restart_class_edits(
     target[path[-1]] = value
     edited = StreamJob.model_validate(manifest)
     needs_restart = diff_specs(job.spec, edited.spec).disruption is Disruption.RESTART
-    changed = rendering.restart_hash(job.spec) != rendering.restart_hash(edited.spec)
+    changed = restarts.restart_hash(job.spec) != restarts.restart_hash(edited.spec)
     assert changed == needs_restart
 
 
@@ -280,17 +282,17 @@ def test_a_restart_that_cannot_resume_from_the_checkpoint_is_refused(
     manifest = job.to_manifest()
     manifest["spec"]["sink"] = {"kind": new_sink}
     edited = StreamJob.model_validate(manifest)
-    pod = next(c for c in rendering.render_children(edited, OWNER, TOKEN) if c["kind"] == "Pod")
-    assert pod["metadata"]["annotations"][rendering.SINK_ANNOTATION] == new_sink
-    refusal = rendering.restart_refusal(running_sink, edited)
+    pod = next(c for c in render_children(edited, OWNER, TOKEN) if c["kind"] == "Pod")
+    assert pod["metadata"]["annotations"][restarts.SINK_ANNOTATION] == new_sink
+    refusal = restarts.restart_refusal(running_sink, edited)
     assert (refusal is not None) == refused
     if refusal is not None:
         assert "memory sink" in refusal and "start over" in refusal
     # A claim exactly where a restart can resume from it.
-    assert rendering.uses_checkpoint_claim(edited) == (new_sink != "memory")
+    assert restarts.uses_checkpoint_claim(edited) == (new_sink != "memory")
 
 
 def test_long_names_are_refused_before_rendering() -> None:
-    assert rendering.name_problems("a" * 56) == []
-    assert rendering.name_problems("a" * 57) != []
+    assert naming.name_problems("a" * 56) == []
+    assert naming.name_problems("a" * 57) != []
     assert Names("x").agent_url("ns") == "http://x-driver.ns.svc:8470"

@@ -14,8 +14,8 @@ import yaml
 from swivel.api.manifests import load_streamjob
 from swivel.api.sparkconf import refusal
 from swivel.api.streamjob import StreamJob
-from swivel.operator import access, rendering
-from swivel.operator.rendering import Owner
+from swivel.operator import access, jobconfigs, pods
+from swivel.operator.naming import Owner
 
 ROOT = Path(__file__).resolve().parents[3]
 OWNER = Owner(name="fraud-detection", namespace="streams", uid="0b9f6a3e-1111-2222-3333-4444")
@@ -29,7 +29,7 @@ def job() -> StreamJob:
 
 @pytest.fixture(scope="module")
 def pod(job: StreamJob) -> dict[str, Any]:
-    return rendering.render_driver_pod(job, OWNER)
+    return pods.render_driver_pod(job, OWNER)
 
 
 def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def _mounts_at(container: dict[str, Any], path: str) -> list[str]:
 
 
 def test_the_driver_role_is_exactly_what_spark_calls_for_executors(job: StreamJob) -> None:
-    role = rendering.render_role(OWNER)
+    role = access.render_role(OWNER)
     granted = {
         (group, resource, verb)
         for rule in role["rules"]
@@ -55,7 +55,7 @@ def test_the_driver_role_is_exactly_what_spark_calls_for_executors(job: StreamJo
 
 
 def test_spark_is_configured_to_stay_inside_the_role(job: StreamJob) -> None:
-    conf = rendering.spark_conf(job, OWNER)
+    conf = jobconfigs.spark_conf(job, OWNER)
     assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"  # no configmaps
     assert conf["spark.kubernetes.driver.service.deleteOnTermination"] == "false"  # services
     assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"  # claims
@@ -81,8 +81,8 @@ def test_only_the_spark_container_gets_a_token(pod: dict[str, Any]) -> None:
 
 
 def test_executors_carry_no_token(job: StreamJob) -> None:
-    template = rendering.render_executor_template(job, OWNER)
-    executor = yaml.safe_load(template["data"][rendering.EXECUTOR_TEMPLATE_FILE])
+    template = pods.render_executor_template(job, OWNER)
+    executor = yaml.safe_load(template["data"][jobconfigs.EXECUTOR_TEMPLATE_FILE])
     assert executor["spec"]["automountServiceAccountToken"] is False
     for container in executor["spec"]["containers"]:
         mounts = container.get("volumeMounts") or []
@@ -95,7 +95,7 @@ def test_every_kubernetes_setting_the_operator_renders_is_refused_to_users(
 ) -> None:
     """A user cannot set what the operator sets for the driver's identity and reach (and
     would otherwise be silently overridden)."""
-    rendered = rendering.spark_conf(job, OWNER)
+    rendered = jobconfigs.spark_conf(job, OWNER)
     kubernetes = [key for key in rendered if key.startswith("spark.kubernetes.")]
     assert len(kubernetes) >= 10
     unrefused = [key for key in kubernetes if refusal(key) is None]
@@ -111,5 +111,5 @@ def test_a_user_spark_conf_cannot_override_the_operator(job: StreamJob) -> None:
             )
         }
     )
-    conf = rendering.spark_conf(edited, OWNER)
+    conf = jobconfigs.spark_conf(edited, OWNER)
     assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"

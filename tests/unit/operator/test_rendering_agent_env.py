@@ -13,8 +13,8 @@ from swivel.api.manifests import load_streamjob
 from swivel.api.sparkconf import TRUSTED
 from swivel.api.streamjob import StreamJob
 from swivel.cli.driver import driver_setup
-from swivel.operator import rendering
-from swivel.operator.rendering import Owner
+from swivel.operator import jobconfigs, pods
+from swivel.operator.naming import Owner
 
 ROOT = Path(__file__).resolve().parents[3]
 OWNER = Owner(name="fraud-detection", namespace="streams", uid="0b9f6a3e-1111-2222-3333-4444")
@@ -27,7 +27,7 @@ def _job(spark_conf: dict[str, str]) -> StreamJob:
 
 
 def _env(job: StreamJob, container: str) -> dict[str, Any]:
-    pod = rendering.render_driver_pod(job, OWNER)
+    pod = pods.render_driver_pod(job, OWNER)
     (found,) = [c for c in pod["spec"]["containers"] if c["name"] == container]
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in found["env"]}
 
@@ -44,7 +44,7 @@ def test_the_agent_accepts_migrations_on_kubernetes(spark_conf: dict[str, str]) 
     job = _job(spark_conf)
     agent = _env(job, "agent")
     assert agent["SWIVEL_AGENT_MIGRATIONS"] == "1"
-    assert agent["SWIVEL_AGENT_STATE_DIR"] == rendering.AGENT_STATE_DIR
+    assert agent["SWIVEL_AGENT_STATE_DIR"] == pods.AGENT_STATE_DIR
     assert "SWIVEL_AGENT_MIGRATIONS" not in _env(job, "spark")  # the agent's switch only
 
 
@@ -62,11 +62,11 @@ def test_the_renderer_and_the_driver_decide_alike(
     """Whatever master the job config carries, the agent's switch matches what
     `swivel driver` does with the same config."""
     job = _job({})
-    real = rendering.spark_conf
+    real = jobconfigs.spark_conf
     monkeypatch.setattr(
-        rendering, "spark_conf", lambda j, o: {**real(j, o), "spark.master": master}
+        jobconfigs, "spark_conf", lambda j, o: {**real(j, o), "spark.master": master}
     )
-    config = rendering.render_job_config(job, OWNER)["data"][rendering.JOB_FILE]
+    config = jobconfigs.render_job_config(job, OWNER)["data"][jobconfigs.JOB_FILE]
     spec = StreamJob.model_validate(yaml.safe_load(config), context={TRUSTED: True}).spec
     _, runs_migrations, _ = driver_setup(spec)
     assert runs_migrations is migrations

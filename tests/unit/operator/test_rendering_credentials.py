@@ -17,9 +17,17 @@ from cryptography import x509
 from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import StreamJob
 from swivel.jobs.agent.auth import Role, role_token
-from swivel.operator import rendering
-from swivel.operator.credentials import JobCredentials, agent_hosts, new_credentials
-from swivel.operator.rendering import Owner
+from swivel.operator import jobconfigs, naming
+from swivel.operator.children import render_children
+from swivel.operator.credentials import (
+    JobCredentials,
+    agent_hosts,
+    job_credentials,
+    new_credentials,
+    render_token_secret,
+    secret_outdated,
+)
+from swivel.operator.naming import Owner
 
 ROOT = Path(__file__).resolve().parents[3]
 OWNER = Owner(name="fraud-detection", namespace="streams", uid="0b9f6a3e-1111-2222-3333-4444")
@@ -35,7 +43,7 @@ def job() -> StreamJob:
 @pytest.fixture(scope="module", params=[True, False], ids=["tls", "plain"])
 def children(request: Any, job: StreamJob) -> dict[str, Any]:
     credentials = CREDENTIALS if request.param else TOKEN
-    rendered = rendering.render_children(job, OWNER, credentials, operator_namespace="swivel")
+    rendered = render_children(job, OWNER, credentials, operator_namespace="swivel")
     return {o["kind"] + "/" + o["metadata"]["name"]: o for o in rendered}
 
 
@@ -55,7 +63,7 @@ def _secret_keys(env: list[dict[str, Any]]) -> dict[str, str]:
 
 def _executor(children: dict[str, Any]) -> dict[str, Any]:
     template = children["ConfigMap/fraud-detection-executor-template"]["data"]
-    return yaml.safe_load(template[rendering.EXECUTOR_TEMPLATE_FILE])
+    return yaml.safe_load(template[jobconfigs.EXECUTOR_TEMPLATE_FILE])
 
 
 def test_every_child_validates(children: dict[str, Any]) -> None:
@@ -113,24 +121,24 @@ def test_spark_rpc_is_authenticated_and_the_ui_is_not_on_the_service(
     assert config["spec"]["sparkConf"]["spark.authenticate"] == "true"
     assert config["spec"]["sparkConf"]["spark.ui.killEnabled"] == "false"
     spec = job.spec.model_copy(update={"spark_conf": {"spark.authenticate": "false"}})
-    overridden = rendering.spark_conf(job.model_copy(update={"spec": spec}), OWNER)
+    overridden = jobconfigs.spark_conf(job.model_copy(update={"spec": spec}), OWNER)
     assert overridden["spark.authenticate"] == "true"  # the operator's setting wins
     ports = {p["port"] for p in children["Service/fraud-detection-driver"]["spec"]["ports"]}
-    assert rendering.UI_PORT not in ports and rendering.AGENT_PORT in ports
+    assert naming.UI_PORT not in ports and naming.AGENT_PORT in ports
 
 
 def test_the_network_policy_lets_in_the_job_and_the_operator_only(
     children: dict[str, Any],
 ) -> None:
     policy = children["NetworkPolicy/fraud-detection-ingress"]["spec"]
-    job_pods = {"matchLabels": {rendering.JOB_LABEL: "fraud-detection"}}
+    job_pods = {"matchLabels": {naming.JOB_LABEL: "fraud-detection"}}
     assert policy["podSelector"] == job_pods and policy["policyTypes"] == ["Ingress"]
     own, operator = policy["ingress"]
     assert own == {"from": [{"podSelector": job_pods}]}
     (peer,) = operator["from"]
     assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "swivel"}}
     assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
-    assert operator["ports"] == [{"protocol": "TCP", "port": rendering.AGENT_PORT}]
+    assert operator["ports"] == [{"protocol": "TCP", "port": naming.AGENT_PORT}]
 
 
 def test_the_certificate_is_the_job_cas_for_the_service_names() -> None:
@@ -151,11 +159,11 @@ def test_the_certificate_is_the_job_cas_for_the_service_names() -> None:
 
 
 def test_an_existing_secret_keeps_its_token_and_certificate() -> None:
-    fresh = rendering.job_credentials(None, OWNER)
+    fresh = job_credentials(None, OWNER)
     assert fresh.tls and len(fresh.token) == 64
-    rendered = rendering.render_token_secret(OWNER, fresh)
-    assert rendering.job_credentials(rendered, OWNER) == fresh  # never re-issued
-    assert not rendering.secret_outdated(rendered, rendered)
+    rendered = render_token_secret(OWNER, fresh)
+    assert job_credentials(rendered, OWNER) == fresh  # never re-issued
+    assert not secret_outdated(rendered, rendered)
     assert JobCredentials.of_secret(None) is None
 
 
@@ -163,8 +171,8 @@ def test_an_older_operators_secret_gains_the_job_tokens_but_no_certificate() -> 
     """Its driver pod's agent serves plain HTTP: speaking HTTPS to it would cut the operator
     off, falling back to HTTP would be a downgrade; it gains TLS when re-created."""
     old = {"data": {"token": base64.b64encode(b"kept").decode()}}
-    credentials = rendering.job_credentials(old, OWNER)
+    credentials = job_credentials(old, OWNER)
     assert credentials.token == "kept" and not credentials.tls
-    rendered = rendering.render_token_secret(OWNER, credentials)
-    assert rendering.secret_outdated(old, rendered)  # patched once, on upgrade
+    rendered = render_token_secret(OWNER, credentials)
+    assert secret_outdated(old, rendered)  # patched once, on upgrade
     assert set(rendered["data"]) == {"token", "driver-token", "worker-token"}
