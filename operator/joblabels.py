@@ -20,8 +20,8 @@ from swivel.api.base import API_GROUP, API_VERSION
 from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.indexes import finished, job_of
+from swivel.operator.naming import JOB_LABEL
 
-JOB_LABEL = f"{API_GROUP}/job"
 MAX_LABEL_VALUE = 63
 
 
