@@ -33,6 +33,11 @@ from swivel.api.reconfiguration import (
 )
 from swivel.api.streamjob import StreamJob
 from swivel.operator import events, metrics
+from swivel.operator.admission import (
+    RECONFIGURATION_SPEC_DEPTH,
+    spec_bound_problem,
+    unknown_targets,
+)
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
 from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
@@ -142,6 +147,10 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
         current = Step(ctx, obj)
         if current.status.phase in FINAL:
             return True
+        too_deep = spec_bound_problem(obj.get("spec"), RECONFIGURATION_SPEC_DEPTH)
+        if too_deep is not None:  # the agent would refuse the body, naming no field
+            await current.decide(Decision(Phase.FAILED, Reason.INVALID, str(too_deep)))
+            return True
         try:
             spec = ReconfigurationSpec.model_validate(obj.get("spec") or {})
         except ValidationError as error:
@@ -224,11 +233,12 @@ async def _admit(
         await current.decide(Decision(Phase.PENDING, Reason.JOB_INVALID, message))
         return None
     problems: list[str] = []
-    if job is not None:
+    if job is not None and job_body is not None:
         try:
             validate_against_job(spec, job.spec)
         except SpecError as error:
             problems = [str(p) for p in error.problems]
+        problems += [str(p) for p in unknown_targets(spec, job.spec, job_body.get("status"))]
     namespace = current.ref.namespace
     me = Sibling.of(current.obj)
     siblings = await _siblings(current.ctx, namespace, spec.job_ref.name)
@@ -237,7 +247,8 @@ async def _admit(
         decision = Decision(
             Phase.PENDING,
             Reason.JOB_NOT_FOUND,
-            f"StreamJob {spec.job_ref.name!r} not found in {namespace}; waiting for it",
+            f"spec.jobRef.name: StreamJob {spec.job_ref.name!r} not found in {namespace}; "
+            "waiting for it",
         )
     if decision.phase is not Phase.PLANNED:
         await current.decide(decision)

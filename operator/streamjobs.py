@@ -31,7 +31,13 @@ from swivel.api.errors import SpecError, problems_from
 from swivel.api.functions import spec_problems
 from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
+from swivel.jobs.runtime.shapes import CompileError, plan_shape
 from swivel.operator import events, metrics
+from swivel.operator.admission import (
+    STREAMJOB_SPEC_DEPTH,
+    service_name_problem,
+    spec_bound_problem,
+)
 from swivel.operator.agents import AgentRejected, AgentUnreachable
 from swivel.operator.children import render_children
 from swivel.operator.classifying import classify, edit_reconfiguration
@@ -60,6 +66,12 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
     problems = [f"metadata.name: {p}" for p in name_problems(body["metadata"]["name"])]
     if problems:
         raise SpecError.single("metadata.name", problems[0].split(": ", 1)[1])
+    unfit = service_name_problem(body["metadata"]["name"])
+    if unfit is not None:
+        raise SpecError([unfit])
+    too_deep = spec_bound_problem(body.get("spec"), STREAMJOB_SPEC_DEPTH)
+    if too_deep is not None:  # the driver's manifest loader would refuse the rendered job
+        raise SpecError([too_deep])
     try:
         job = StreamJob.model_validate(
             {"metadata": dict(body["metadata"]), "spec": dict(body.get("spec") or {})}
@@ -72,6 +84,10 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
     refused = spec_problems(job.spec)  # functions outside the installation's allow-list
     if refused:
         raise SpecError(refused)
+    try:  # what `swivel run` refuses before Spark starts: the driver could never compile it
+        plan_shape(job.spec)
+    except CompileError as error:
+        raise SpecError.single(error.field, error.reason) from None
     return job
 
 

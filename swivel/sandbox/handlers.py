@@ -43,9 +43,17 @@ async def _body(request: web.Request) -> Any:
     try:
         if content_type.endswith("yaml"):
             return yaml.safe_load(raw)
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_not_json)
     except (ValueError, yaml.YAMLError) as error:
         raise bad_request(f"the request body could not be decoded: {error}") from None
+    except RecursionError:
+        # The real server decodes up to 10 000 levels; Python's decoder stops near 1 000.
+        raise bad_request("the request body could not be decoded: nested too deeply") from None
+
+
+def _not_json(literal: str) -> Any:
+    """NaN and Infinity are not JSON: the real server refuses them (400), Python reads them."""
+    raise ValueError(f"{literal} is not a JSON value")
 
 
 def _write_options(request: web.Request) -> WriteOptions:
