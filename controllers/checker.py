@@ -13,7 +13,18 @@ and is kept as an independent cross-check.
 A schedule is a list of events, in any order (they are usually gathered from many workers):
 
 - `UpdateEvent` - operator A switched from version `from` to version `to`;
-- `ProcessEvent` - a tuple derived from source record r was processed by A under a version.
+- `ProcessEvent` - a tuple derived from source record r was processed by A under a version;
+  for a keyed operator, optionally also the version its key's state was at (`state`).
+
+**Keyed state.** A state transform is part of the update transaction: it writes the state
+of every key of the operator (lazily, at the key's first row under the new version). A
+tuple that runs on a key's state reads and writes it, so it conflicts with that write: a
+tuple processed under the old function on state the transform had already brought to the
+new version ran *after* the update on the state and *before* it on the function, a cycle.
+The checker takes the state's version as one more observation of the record on that
+operator, so such a record (`A@1` on state at 2) has no single epoch and is a violation,
+exactly like a record seen at `A@1` and `A@2`. Events without `state` (stateless
+operators, and every schedule written before it existed) are judged as before.
 
 **Epochs.** With update transactions T0..T(m-1) in order, epoch k (0 <= k <= m) is the
 configuration after T0..T(k-1): every operator at the version the first k transactions left
@@ -94,6 +105,10 @@ class ProcessEvent:
     operator: str
     version: int
     line: int = 0
+    # The version the key's state was at when the tuple ran on it (keyed operators only):
+    # the runtime brings a key's state to the function's version before running it, so it
+    # differs from `version` only when an old function ran on transformed state.
+    state: int | None = None
 
 
 Event = UpdateEvent | ProcessEvent
@@ -163,13 +178,16 @@ def _event_from_object(obj: dict[str, Any], line: int) -> Event:
             and type(version) is int
             and record
             and operator
+            and "state" not in obj
         ):
             return ProcessEvent(record, operator, version, line)
+        state = None if obj.get("state") is None else _int(obj, "state", line)
         return ProcessEvent(
             _name(obj, "record", line),
             _name(obj, "operator", line),
             _int(obj, "version", line),
             line,
+            state,
         )
     if kind == "update":
         txn = None if obj.get("txn") is None else _int(obj, "txn", line)
@@ -225,10 +243,12 @@ def _json_type(value: object) -> str:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Observation:
-    """A record's tuple was processed by `operator` under `version`."""
+    """A record's tuple was processed by `operator` under `version`, or (`state`) ran on a
+    key whose state was at `version`."""
 
     operator: str
     version: int
+    state: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,9 +266,14 @@ class Violation:
 
     def describe(self) -> str:
         """One line for people, e.g. `r7: A@old(1) but B@new(2)`."""
-        old = ", ".join(f"{o.operator}@old({o.version})" for o in self.old)
-        new = ", ".join(f"{o.operator}@new({o.version})" for o in self.new)
+        old = ", ".join(_shown_observation(o, "old") for o in self.old)
+        new = ", ".join(_shown_observation(o, "new") for o in self.new)
         return f"{self.record}: {old} but {new}"
+
+
+def _shown_observation(observation: Observation, side: str) -> str:
+    what = f"{observation.operator}.state" if observation.state else observation.operator
+    return f"{what}@{side}({observation.version})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +305,9 @@ class _Collected:
     history: UpdateHistory
     observations: Mapping[str, AbstractSet[OperatorVersion]]
     process_events: int
+    # record -> the state reads that differ from the function version (rare: only an old
+    # function on transformed state), kept apart to name them in a violation
+    state_reads: Mapping[str, AbstractSet[OperatorVersion]]
 
 
 def check_schedule(events: Iterable[Event]) -> Verdict:
@@ -292,7 +320,8 @@ def check_schedule(events: Iterable[Event]) -> Verdict:
     history = collected.history
     violations = []
     for record, observations in collected.observations.items():
-        violation = _violation(record, observations, history)
+        state_reads = collected.state_reads.get(record, frozenset())
+        violation = _violation(record, observations, history, state_reads)
         if violation is not None:
             violations.append(violation)
     return Verdict(
@@ -307,6 +336,7 @@ def _collect(events: Iterable[Event]) -> _Collected:
     updates: list[UpdateEvent] = []
     first_line: dict[OperatorVersion, int] = {}
     observations: defaultdict[str, set[OperatorVersion]] = defaultdict(set)
+    state_reads: defaultdict[str, set[OperatorVersion]] = defaultdict(set)
     count = 0
     for event in events:
         if type(event) is ProcessEvent:
@@ -314,6 +344,11 @@ def _collect(events: Iterable[Event]) -> _Collected:
             if seen not in first_line:
                 first_line[seen] = event.line
             observations[event.record].add(seen)
+            if event.state is not None and event.state != event.version:
+                read = (event.operator, event.state)
+                first_line.setdefault(read, event.line)
+                observations[event.record].add(read)
+                state_reads[event.record].add(read)
             count += 1
         elif isinstance(event, UpdateEvent):
             updates.append(event)
@@ -321,7 +356,7 @@ def _collect(events: Iterable[Event]) -> _Collected:
             raise TypeError(f"not a schedule event: {event!r}")
     history = UpdateHistory.of(group_transactions(updates))
     _reject_unknown_versions(first_line, history)
-    return _Collected(history, observations, count)
+    return _Collected(history, observations, count, state_reads)
 
 
 def _reject_unknown_versions(
@@ -339,7 +374,10 @@ def _reject_unknown_versions(
 
 
 def _violation(
-    record: str, observations: AbstractSet[OperatorVersion], history: UpdateHistory
+    record: str,
+    observations: AbstractSet[OperatorVersion],
+    history: UpdateHistory,
+    state_reads: AbstractSet[OperatorVersion] = frozenset(),
 ) -> Violation | None:
     spans = history.spans
     latest_start, earliest_end = 0, len(history.transactions)
@@ -350,9 +388,14 @@ def _violation(
             earliest_end = min(earliest_end, span[1])
     if latest_start <= earliest_end:
         return None
-    relevant = sorted(seen for seen in observations if seen in spans)
-    old = tuple(Observation(*seen) for seen in relevant if spans[seen][1] < latest_start)
-    new = tuple(Observation(*seen) for seen in relevant if spans[seen][1] >= latest_start)
+    # A state read is named as one (`A.state@new(2)`): it is the observation to explain.
+    shown = [
+        Observation(*seen, state=seen in state_reads)
+        for seen in sorted(observations)
+        if seen in spans
+    ]
+    old = tuple(o for o in shown if spans[o.operator, o.version][1] < latest_start)
+    new = tuple(o for o in shown if spans[o.operator, o.version][1] >= latest_start)
     return Violation(record, old, new)
 
 

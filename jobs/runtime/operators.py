@@ -175,14 +175,17 @@ class OperatorRunner:
         part: Part,
         used: OperatorConfig,
         position: tuple[int | None, int | None],
+        state_version: int | None = None,
     ) -> pd.DataFrame:
+        """`state_version`: the version the key's state was at when `used` ran on it (keyed
+        operators), recorded so the checker can judge state reads too."""
         out = self._with_system_columns(out, part.rows)
         if part.write_tag is not None and part.selection.tag is not None:
             out[part.write_tag] = part.selection.tag
         out[EMITTED_COLUMN] = time.time()
         batch_id, partition = position
         self._acknowledge(used, part.selection.config_version, batch_id, partition)
-        self._record(part.rows, used, batch_id)
+        self._record(part.rows, used, batch_id, state_version)
         columns = self.plan.output_columns
         if tuple(out.columns) == columns:
             return out  # already in order: a reindex costs ~0.1-0.5 ms per key group
@@ -225,13 +228,21 @@ class OperatorRunner:
         except Exception as error:  # an unreachable agent must not stop the data path
             print(f"swivel: ack failed: {error}", file=sys.stderr)
 
-    def _record(self, rows_in: pd.DataFrame, config: OperatorConfig, batch_id: int | None) -> None:
+    def _record(
+        self,
+        rows_in: pd.DataFrame,
+        config: OperatorConfig,
+        batch_id: int | None,
+        state_version: int | None,
+    ) -> None:
         # The format of swivel.jobs.control.recording (one file per process), plus the batch.
         directory = self.settings.recording_dir
         if directory is None or not len(rows_in):
             return
-        # `at`: when the rows were processed (their output emitted), for the in-effect delay.
-        head = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version},"batch":{json.dumps(batch_id)},"at":{time.time():.6f},"record":'
+        # `at`: when the rows were processed (their output emitted), for the in-effect delay;
+        # `state`: the version of the key's state they ran on (keyed operators).
+        state = "" if state_version is None else f',"state":{state_version}'
+        head = f'{{"event":"process","operator":"{self.plan.name}","version":{config.version}{state},"batch":{json.dumps(batch_id)},"at":{time.time():.6f},"record":'
         lines = "".join(head + json.dumps(str(r)) + "}\n" for r in rows_in[RECORD_COLUMN])
         with open(Path(directory) / f"process-{os.getpid()}.jsonl", "a", encoding="utf-8") as log:
             log.write(lines)
@@ -316,7 +327,8 @@ def run_keyed_group(
                 function, used = runner.function(part.selection.config)
                 _transform_once(runner, state, used)
                 out, state.value = function(key, part.rows, state.value, **dict(used.params))
-                outputs.append(runner.finish(out, part, used, (batch_id, partition)))
+                position = (batch_id, partition)
+                outputs.append(runner.finish(out, part, used, position, state.version))
             runner.observe(len(rows), time.perf_counter() - started)
     yield outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
 

@@ -47,6 +47,8 @@ def command(ctx: click.Context, schedule: IO[bytes], output: str) -> None:
       {"event": "process", "record": "r1", "operator": "A", "version": 1}
 
     Updates may carry an integer "txn" to group several reconfigurations in sequence.
+    A process event on a keyed operator may carry "state": the version the key's state
+    was at when the tuple ran on it (an old function on transformed state is a violation).
     Exit status: 0 serializable, 1 not serializable, 2 malformed input.
     """
     try:
@@ -91,7 +93,10 @@ def _violation_to_json(violation: Violation) -> dict[str, Any]:
 
 
 def _observation_to_json(observation: Observation) -> dict[str, Any]:
-    return {"operator": observation.operator, "version": observation.version}
+    shown: dict[str, Any] = {"operator": observation.operator, "version": observation.version}
+    if observation.state:  # the key's state was read at this version, not the function run
+        shown["state"] = True
+    return shown
 
 
 def _transaction_to_json(transaction: FunctionUpdateTransaction) -> dict[str, Any]:

@@ -33,8 +33,10 @@ def update(operator: str, old: int, new: int, txn: int | None = None, line: int 
     return UpdateEvent(operator, old, new, txn, line)
 
 
-def process(record: str, operator: str, version: int, line: int = 0) -> ProcessEvent:
-    return ProcessEvent(record, operator, version, line)
+def process(
+    record: str, operator: str, version: int, line: int = 0, state: int | None = None
+) -> ProcessEvent:
+    return ProcessEvent(record, operator, version, line, state)
 
 
 def as_lines(*objects: dict[str, Any]) -> list[str]:
@@ -377,11 +379,16 @@ def schedules(draw: st.DrawFn) -> list[Event]:
             anywhere = st.sampled_from([*operators, "S"])
             updated = st.sampled_from(sorted(versions)) if versions else anywhere
             operator = draw(updated | anywhere)
+            state = None
             if operator in versions:
                 version = draw(st.sampled_from(versions[operator]))
+                # a keyed operator's state read: mostly at the function's version, as the
+                # runtime brings it there, sometimes at another (old on transformed state)
+                if draw(st.booleans()):
+                    state = draw(st.sampled_from([version, *versions[operator]]))
             else:
                 version = draw(st.integers(-5, 5))
-            events.append(process(f"r{record}", operator, version))
+            events.append(process(f"r{record}", operator, version, state=state))
     return draw(st.permutations(events))
 
 
@@ -452,13 +459,76 @@ def test_the_verdict_does_not_depend_on_line_order_or_json_round_trips(events: l
             }
             return json.dumps({"event": "update", **fields, **labelled})
         fields = {"record": event.record, "operator": event.operator, "version": event.version}
-        return json.dumps({"event": "process", **fields})
+        keyed = {} if event.state is None else {"state": event.state}
+        return json.dumps({"event": "process", **fields, **keyed})
 
     direct = check_schedule(events)
     reparsed = check_schedule(parse_schedule(to_json(e) for e in reversed(events)))
     assert reparsed.transactions == direct.transactions
     assert set(reparsed.violations) == set(direct.violations)
     assert (reparsed.records, reparsed.process_events) == (direct.records, direct.process_events)
+
+
+# --- keyed state ------------------------------------------------------------------------
+
+
+def test_an_old_function_on_transformed_state_is_a_violation() -> None:
+    """The mixed transaction of issue 10 section 2: the key's state was transformed by the
+    update (a new-version row ran first), then an old-tagged row ran the old function on it."""
+    verdict = check_schedule(
+        [
+            update("det", 1, 2),
+            process("r1", "head", 1),
+            process("r1", "det", 1, state=2),
+        ]
+    )
+    assert [v.describe() for v in verdict.violations] == ["r1: det@old(1) but det.state@new(2)"]
+
+
+def test_a_state_read_at_the_function_version_is_consistent() -> None:
+    verdict = check_schedule(
+        [
+            update("det", 1, 2),
+            update("head", 1, 2),
+            process("old", "head", 1),
+            process("old", "det", 1, state=1),
+            process("new", "head", 2),
+            process("new", "det", 2, state=2),
+        ]
+    )
+    assert verdict.serializable
+
+
+def test_a_state_read_is_judged_with_the_records_other_operators() -> None:
+    """All-new at the head and the keyed operator, but the key's state still at the old
+    version: the new function ran on untransformed state."""
+    verdict = check_schedule(
+        [
+            update("det", 1, 2, txn=1),
+            update("head", 1, 2, txn=1),
+            process("r", "head", 2),
+            process("r", "det", 2, state=1),
+        ]
+    )
+    assert [v.describe() for v in verdict.violations] == [
+        "r: det.state@old(1) but det@new(2), head@new(2)"
+    ]
+
+
+def test_state_parses_and_a_bad_state_is_named() -> None:
+    line = '{"event": "process", "record": "r", "operator": "A", "version": 1, "state": 2}'
+    assert parse_schedule([line]) == [ProcessEvent("r", "A", 1, 1, 2)]
+    null = '{"event": "process", "record": "r", "operator": "A", "version": 1, "state": null}'
+    assert parse_schedule([null]) == [ProcessEvent("r", "A", 1, 1)]
+    with pytest.raises(ScheduleError, match="field 'state' must be an integer"):
+        parse_schedule(
+            ['{"event": "process", "record": "r", "operator": "A", "version": 1, "state": "2"}']
+        )
+
+
+def test_a_state_version_the_operator_never_had_is_malformed() -> None:
+    error = check_raises([update("A", 1, 2), process("r", "A", 1, line=7, state=5)])
+    assert (error.line, "never had version 5" in error.reason) == (7, True)
 
 
 def test_a_large_schedule_is_checked_in_linear_time() -> None:

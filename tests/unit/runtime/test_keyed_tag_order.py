@@ -10,11 +10,14 @@ untransformed state, transforms the state once, then runs the new-tagged rows.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 import pytest
 
+from swivel.controllers.checker import UpdateEvent, check_schedule, iter_events
+from swivel.jobs.control.recording import complete_lines
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime import operators
 from swivel.jobs.runtime.feeds import StaticFeed
@@ -36,7 +39,7 @@ INPUT = ("_swivel_record", "customer", "_swivel_tag_0")
 OUTPUT = (*INPUT, "seen", "transforms", EMITTED_COLUMN)
 
 
-def _follower(name: str) -> OperatorRunner:
+def _follower(name: str, recording_dir: Path | None = None) -> OperatorRunner:
     """`name` (keyed, counting) is a non-head of component 0 headed by `head`, and the
     update gives it a state transform that counts its applications."""
     before = Snapshot(
@@ -50,7 +53,8 @@ def _follower(name: str) -> OperatorRunner:
         components=[(["head"], ["head", name])],
     )
     plan = OperatorPlan(name, True, "customer", INPUT, OUTPUT, before.operators[name])
-    return OperatorRunner(plan, WorkerSettings(StaticFeed(after)))
+    directory = None if recording_dir is None else str(recording_dir)
+    return OperatorRunner(plan, WorkerSettings(StaticFeed(after), recording_dir=directory))
 
 
 def _rows(records: list[str], tag: int) -> pd.DataFrame:
@@ -115,7 +119,8 @@ def test_rows_of_a_key_outside_any_transition_keep_their_arrival_order(
     plan = OperatorPlan("plain", True, "customer", INPUT, OUTPUT, OperatorConfig(COUNTING, 1))
     snapshot = Snapshot(config_version=1, revision=1, operators={"plain": plan.initial})
     runner = OperatorRunner(plan, WorkerSettings(StaticFeed(snapshot)))
-    chunks = iter([_rows(["a", "b"], 3), _rows(["c"], 1)])  # tags no one follows
+    # tags no one follows (at most the snapshot's version: a newer one is waited for)
+    chunks = iter([_rows(["a", "b"], 1), _rows(["c"], 0)])
     rows = _by_record(list(run_keyed_group(runner, (7,), chunks, decode_state(None))))
     assert [rows[r]["seen"] for r in ("a", "b", "c")] == [1, 2, 3]
 
@@ -132,3 +137,30 @@ def test_old_rows_after_the_batch_that_transformed_the_key_are_reported(
     assert rows["o1"]["transforms"] == 1
     assert (state.value, state.version) == ({"seen": 5, "transforms": 1}, 2)
     assert "det-late: rows for function version 1 met a key" in capfd.readouterr().err
+
+
+def _verdict_of(directory: Path) -> list[str]:
+    """The checker's violations over what the wrapper recorded, with the update 1 -> 2."""
+    lines = [
+        line for path in directory.glob("*.jsonl") for line in complete_lines(path).splitlines()
+    ]
+    events = [UpdateEvent("det-rec", 1, 2), *iter_events(lines)]
+    return [violation.describe() for violation in check_schedule(events).violations]
+
+
+def test_the_recorded_state_versions_let_the_checker_judge_state_reads(tmp_path: Path) -> None:
+    """The wrapper records the version of the key's state each row ran on: in tag order
+    every row reads state at its own function's version (clean), and a late old row on
+    transformed state is a violation the checker names, not only the worker's stderr."""
+    in_order, late = tmp_path / "in-order", tmp_path / "late"
+    in_order.mkdir(), late.mkdir()
+    runner = _follower("det-rec", in_order)
+    state = KeyState({"seen": 0, "transforms": 0}, 1)
+    chunks = iter([_rows(["n1"], 2), _rows(["o1"], 1)])
+    list(run_keyed_group(runner, (7,), chunks, state))
+    assert _verdict_of(in_order) == []
+
+    runner = _follower("det-rec", late)
+    state = KeyState({"seen": 4, "transforms": 1}, 2)  # transformed in an earlier batch
+    list(run_keyed_group(runner, (7,), iter([_rows(["o2"], 1)]), state))
+    assert _verdict_of(late) == ["o2: det-rec@old(1) but det-rec.state@new(2)"]
