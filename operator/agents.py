@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from swivel.api.phases import FINAL_PHASES
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.operator.naming import Names
 
@@ -285,7 +286,7 @@ class TestingAgentLink:
 
     def _running(self, job: str) -> FakePlan | None:
         return next(
-            (p for p in self.plans_of(job) if p.document["phase"] not in {"Completed", "Failed"}),
+            (p for p in self.plans_of(job) if p.document["phase"] not in FINAL_PHASES),
             None,
         )
 
@@ -338,7 +339,7 @@ class TestingAgentLink:
                 errors = [{"field": "id", "reason": "no such plan"}]
                 raise AgentRejected(404, errors, {"errors": errors})
             document = plan.document
-            if document["phase"] in {"Completed", "Failed"}:
+            if document["phase"] in FINAL_PHASES:
                 return dict(document)
             if plan.polls_left > 0:
                 plan.polls_left -= 1

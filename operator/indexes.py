@@ -22,13 +22,12 @@ from typing import Any
 import kopf
 
 from swivel.api.base import API_GROUP, API_VERSION
-from swivel.operator.phases import FINAL
+from swivel.api.phases import FINAL_PHASES
 
 Manifest = dict[str, Any]
 Key = tuple[str, str]
 JOBS = "streamjobs_by_name"  # the indexes' ids: kopf passes them to handlers by these names
 RECONFIGURATIONS = "unfinished_reconfigurations_by_job"
-FINAL_VALUES = frozenset(p.value for p in FINAL)
 
 
 def _plain(body: Mapping[str, Any]) -> Manifest:
@@ -42,7 +41,7 @@ def job_of(obj: Mapping[str, Any]) -> str:
 
 
 def finished(obj: Mapping[str, Any]) -> bool:
-    return (obj.get("status") or {}).get("phase") in FINAL_VALUES
+    return (obj.get("status") or {}).get("phase") in FINAL_PHASES
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

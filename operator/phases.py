@@ -13,7 +13,7 @@ the agent (stays here while the agent is unreachable; an admitted reconfiguratio
 submission succeeds goes from Pending/Queued to Applying in one status write, its plan
 with it). Applying: the agent accepted it (the
 agent's plan id is in the `swivel.dev/agent-plan-id` annotation). Completed and Failed are
-final. Every transition the handlers make goes through `transition()`, so a bug that would
+final (`swivel.api.phases.FINAL_PHASES`). Every transition the handlers make goes through `transition()`, so a bug that would
 skip a phase fails loudly instead of writing a confusing status.
 """
 
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import enum
 
-from swivel.api.reconfiguration import ReconfigurationPhase as Phase
+from swivel.api.phases import IllegalTransitionError
+from swivel.api.phases import ReconfigurationPhase as Phase
 
 __all__ = [
     "ACTIVE",
-    "FINAL",
     "TRANSITIONS",
     "WAITING",
-    "IllegalTransition",
     "Phase",
     "Reason",
     "parse_phase",
@@ -56,7 +55,6 @@ TRANSITIONS: frozenset[tuple[Phase, Phase]] = frozenset(
         (Phase.APPLYING, Phase.FAILED),
     }
 )
-FINAL: frozenset[Phase] = frozenset({Phase.COMPLETED, Phase.FAILED})
 ACTIVE: frozenset[Phase] = frozenset({Phase.PLANNED, Phase.APPLYING})
 WAITING: frozenset[Phase] = frozenset({Phase.PENDING, Phase.QUEUED})
 
@@ -79,13 +77,9 @@ class Reason(enum.StrEnum):
     PLAN_LOST = "PlanLost"
 
 
-class IllegalTransition(RuntimeError):  # noqa: N818 - reads as what happened
-    pass
-
-
 def transition(current: Phase, target: Phase) -> Phase:
     if (current, target) not in TRANSITIONS:
-        raise IllegalTransition(f"{current.value} -> {target.value} is not a lifecycle step")
+        raise IllegalTransitionError(f"{current.value} -> {target.value} is not a lifecycle step")
     return target
 
 

@@ -29,11 +29,11 @@ import kopf
 
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError
+from swivel.api.phases import FINAL_PHASES
 from swivel.api.reconfiguration import (
     BinMove,
     CoordinationSpec,
     JobRef,
-    ReconfigurationPhase,
     ReconfigurationSpec,
 )
 from swivel.api.streamjob import StreamJob
@@ -64,7 +64,6 @@ AIMD_CHANGE_THRESHOLD = 0.2
 # Loads older than this (or than 3 coordination intervals / 2 policy intervals, whichever
 # is longest) describe a job that may have changed: a policy waits for a fresh measurement.
 STALE_LOADS_S = 120.0
-FINISHED = {ReconfigurationPhase.COMPLETED.value, ReconfigurationPhase.FAILED.value}
 
 
 def decide_rebalance(job: StreamJob, loads: Loads) -> RoundDecision:
@@ -257,7 +256,7 @@ async def unfinished_reconfiguration(ctx: OperatorContext, owner: Owner) -> str 
     a policy must not queue work behind work)."""
     for item in await reconfigurations_of(ctx, owner.namespace, owner.name):
         phase = (item.get("status") or {}).get("phase")
-        if phase not in FINISHED:
+        if phase not in FINAL_PHASES:
             return f"{item['metadata']['name']} ({phase or 'new'})"
     return None
 

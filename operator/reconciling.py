@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from swivel.api.conditions import Condition, ConditionStatus, set_condition
+from swivel.api.phases import FINAL_PHASES
 from swivel.api.reconfiguration import (
     Progress,
     ReconfigurationSpec,
@@ -26,7 +27,7 @@ from swivel.api.reconfiguration import (
 from swivel.api.streamjob import StreamJob
 from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
 from swivel.jobs.planning import evaluated_per_branch
-from swivel.operator.phases import ACTIVE, FINAL, WAITING, Phase, Reason, parse_phase, transition
+from swivel.operator.phases import ACTIVE, WAITING, Phase, Reason, parse_phase, transition
 
 logger = logging.getLogger(__name__)
 AGENT_TIMINGS = frozenset(
@@ -186,14 +187,14 @@ def apply_decision(
     generation: int | None,
     requested_at: datetime | None = None,
 ) -> ReconfigurationStatus:
-    """The next status; raises IllegalTransition for a step the lifecycle does not have."""
+    """The next status; raises IllegalTransitionError for a step the lifecycle does not have."""
     phase = transition(current.phase, decision.phase)
     updates = dict(decision.updates)
     timings = (current.timings or Timings()).model_dump()
     timings.update(updates.pop("timings", {}))
     if requested_at is not None and timings.get("requested_at") is None:
         timings["requested_at"] = requested_at
-    if phase in FINAL and timings.get("completed_at") is None:
+    if phase in FINAL_PHASES and timings.get("completed_at") is None:
         timings["completed_at"] = now
     status = current.model_copy(
         update={

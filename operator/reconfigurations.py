@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.functions import spec_problems
+from swivel.api.phases import FINAL_PHASES
 from swivel.api.reconfiguration import (
     ReconfigurationSpec,
     ReconfigurationStatus,
@@ -43,7 +44,7 @@ from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.indexes import job_of
 from swivel.operator.joblabels import missing_job_label, reconfigurations_of
-from swivel.operator.phases import FINAL, WAITING, Phase, Reason
+from swivel.operator.phases import WAITING, Phase, Reason
 from swivel.operator.reconciling import (
     Decision,
     Planning,
@@ -59,7 +60,6 @@ PLURAL = "reconfigurations"
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLAN_ID_ANNOTATION = f"{API_GROUP}/agent-plan-id"
-FINAL_VALUES = frozenset(p.value for p in FINAL)
 LEGACY_FINALIZER = f"{API_GROUP}/finalizer"  # kopf's, for the timer Reconfigurations once had
 FAILED_STEP_DELAY_S = 5.0
 logger = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class Step:
         if before.phase is not after.phase or _reason(before) != decision.reason.value:
             warning = after.phase is Phase.FAILED or decision.reason is Reason.AGENT_UNREACHABLE
             events.emit(self.obj, decision.reason.value, decision.message, warning=warning)
-        if after.phase in FINAL and before.phase not in FINAL:
+        if after.phase in FINAL_PHASES and before.phase not in FINAL_PHASES:
             kind = after.kind or "unknown"
             metrics.RECONFIGURATIONS.labels(after.phase.value, kind).inc()
             if after.phase is Phase.FAILED:
@@ -145,7 +145,7 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
             return True
         metrics.RECONCILES.labels("reconfiguration", "step").inc()
         current = Step(ctx, obj)
-        if current.status.phase in FINAL:
+        if current.status.phase in FINAL_PHASES:
             return True
         too_deep = spec_bound_problem(obj.get("spec"), RECONFIGURATION_SPEC_DEPTH)
         if too_deep is not None:  # the agent would refuse the body, naming no field
@@ -170,14 +170,14 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
                 if current.status.phase in WAITING:
                     planned = await _admit(current, spec, job_body, job)
                     if planned is None:
-                        return current.status.phase in FINAL
+                        return current.status.phase in FINAL_PHASES
                 document = await _submit(current, spec, job_body, planned)
             if document is not None:
                 await ctx.submissions.settled()  # other objects' submits first
                 await _accepted(current, spec, document, planned)
         if current.status.phase is Phase.APPLYING:
             await _follow(current, job_body)
-    if current.status.phase not in FINAL:
+    if current.status.phase not in FINAL_PHASES:
         return False
     await _wake_next(ctx, namespace, spec.job_ref.name, name)
     return True
@@ -460,5 +460,5 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             await ctx.cluster.patch(ref, {"metadata": {"finalizers": finalizers}})
         if metadata.get("deletionTimestamp"):
             return
-        if (body.get("status") or {}).get("phase") not in FINAL_VALUES:
+        if (body.get("status") or {}).get("phase") not in FINAL_PHASES:
             follow(ctx, namespace or "", name, job_of(body))

@@ -29,7 +29,6 @@ from pydantic import ValidationError
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.functions import spec_problems
-from swivel.api.reconfiguration import ReconfigurationPhase
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
 from swivel.jobs.runtime.shapes import CompileError, plan_shape
 from swivel.operator import events, metrics
@@ -48,6 +47,7 @@ from swivel.operator.healthchecks import JobObservation, next_status
 from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.naming import Names, Owner, name_problems
+from swivel.operator.phases import ACTIVE
 from swivel.operator.restarts import RESTART_HASH_ANNOTATION, SINK_ANNOTATION, restart_refusal
 
 PLURAL = "streamjobs"
@@ -267,10 +267,9 @@ async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
 
 
 async def active_reconfiguration(ctx: OperatorContext, namespace: str, job: str) -> str | None:
-    active = {ReconfigurationPhase.PLANNED.value, ReconfigurationPhase.APPLYING.value}
     for item in await reconfigurations_of(ctx, namespace, job):
         phase = (item.get("status") or {}).get("phase")
-        if phase in active:
+        if phase in ACTIVE:
             return f"{item['metadata']['name']} ({phase})"
     return None
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-FINISHED_PHASES = frozenset({"Completed", "Failed"})
+from swivel.api.phases import FINAL_PHASES
 
 
 class AgentUnreachable(Exception):  # noqa: N818 - the name is the condition
@@ -122,7 +122,7 @@ class AgentClient:
             plan = await self.get_plan(plan_id)
             if on_progress is not None:
                 on_progress(plan)
-            if plan.get("phase") in FINISHED_PHASES:
+            if plan.get("phase") in FINAL_PHASES:
                 return plan
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"plan {plan_id} still {plan.get('phase')} after {timeout_s}s")

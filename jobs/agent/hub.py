@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from swivel.api.errors import FieldProblem
+from swivel.api.phases import FINAL_PHASES, PlanPhase
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
 from swivel.jobs.agent.acks import AcksRejected, implausible, parse_acks, transient
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, DriverActions, of_plan
 from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.metrics import AgentMetrics
-from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
+from swivel.jobs.agent.plans import PlanRecord, Timings
 from swivel.jobs.agent.store import DurableState, StateStore
 from swivel.jobs.agent.submissions import (
     Planner,
@@ -452,7 +453,7 @@ class Hub:
             return
         record = replace(record, migration=dict(report))
         self._state.plans[record.id] = record
-        if report.get("phase") in ("Completed", "Failed"):
+        if report.get("phase") in FINAL_PHASES:
             plan_id = record.id
             self._actions.mark_done(
                 lambda a: a.get("planId") == plan_id and a.get("action") in MIGRATION_ACTIONS

@@ -27,11 +27,11 @@ Every function here is pure: the hub decides when, these decide what.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from swivel.api.phases import IllegalTransitionError, PlanPhase
 from swivel.jobs.agent.timings import (
     BOUNDARY_SCHEDULERS,
     Timings,
@@ -43,27 +43,12 @@ from swivel.jobs.control.arming import ARMED, PROCESSED
 __all__ = ["Timings"]  # re-exported: the plan record's timings live in timings.py
 
 
-class PlanPhase(enum.StrEnum):
-    ACCEPTED = "Accepted"
-    APPLYING = "Applying"
-    COMPLETED = "Completed"
-    FAILED = "Failed"
-
-    @property
-    def finished(self) -> bool:
-        return self in (PlanPhase.COMPLETED, PlanPhase.FAILED)
-
-
 ALLOWED_TRANSITIONS: Mapping[PlanPhase, frozenset[PlanPhase]] = {
     PlanPhase.ACCEPTED: frozenset({PlanPhase.APPLYING, PlanPhase.FAILED}),
     PlanPhase.APPLYING: frozenset({PlanPhase.COMPLETED, PlanPhase.FAILED}),
     PlanPhase.COMPLETED: frozenset(),
     PlanPhase.FAILED: frozenset(),
 }
-
-
-class IllegalTransitionError(ValueError):
-    pass
 
 
 WorkerOperator = tuple[int, str]  # (pid, operator)

@@ -20,6 +20,7 @@ from swivel.api.base import ApiModel, Disruption, Resource
 from swivel.api.conditions import Condition
 from swivel.api.dataflow import FUNCTION_REF_PATTERN, OPERATOR_NAME_PATTERN
 from swivel.api.errors import FieldProblem, SpecError, semantic_error
+from swivel.api.phases import ReconfigurationPhase
 from swivel.api.streamjob import StreamJobSpec
 
 
@@ -157,15 +158,6 @@ def validate_against_job(spec: ReconfigurationSpec, job: StreamJobSpec) -> None:
             )
     if problems:
         raise SpecError(problems)
-
-
-class ReconfigurationPhase(enum.StrEnum):
-    PENDING = "Pending"
-    QUEUED = "Queued"
-    PLANNED = "Planned"
-    APPLYING = "Applying"
-    COMPLETED = "Completed"
-    FAILED = "Failed"
 
 
 class Progress(ApiModel):

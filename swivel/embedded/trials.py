@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from swivel.api.phases import FINAL_PHASES
 from swivel.api.streamjob import StreamJob
 from swivel.embedded.cold import ColdRestart
 from swivel.embedded.effect import Effect, measure
@@ -145,7 +146,7 @@ class AgentCalls:
         deadline = time.monotonic() + timeout_s
         while True:
             _, plan = self.call("GET", f"/v1/plans/{plan_id}")
-            if plan.get("phase") in ("Completed", "Failed"):
+            if plan.get("phase") in FINAL_PHASES:
                 return dict(plan)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"plan {plan_id} still {plan.get('phase')}")

@@ -266,7 +266,7 @@ def test_reconfiguration_health(obj: dict[str, Any], expected: str, fragment: st
 @pytest.mark.parametrize("script", ["health-streamjob.lua", "health-reconfiguration.lua"])
 def test_every_phase_of_the_models_is_handled(script: str) -> None:
     """Every phase the API declares maps to one of Argo CD's statuses, never an error."""
-    from swivel.api.reconfiguration import ReconfigurationPhase
+    from swivel.api.phases import ReconfigurationPhase
     from swivel.api.streamjob import JobPhase
 
     phases = JobPhase if script == "health-streamjob.lua" else ReconfigurationPhase
@@ -281,7 +281,8 @@ def test_status_as_the_models_serialise_it() -> None:
     from datetime import UTC, datetime
 
     from swivel.api.conditions import Condition, ConditionStatus
-    from swivel.api.reconfiguration import ReconfigurationPhase, ReconfigurationStatus
+    from swivel.api.phases import ReconfigurationPhase
+    from swivel.api.reconfiguration import ReconfigurationStatus
     from swivel.api.streamjob import JobPhase, StreamJobStatus
 
     now = datetime(2025, 1, 1, tzinfo=UTC)

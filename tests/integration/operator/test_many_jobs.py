@@ -39,11 +39,11 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from swivel.api.phases import FINAL_PHASES
 from tests.integration.operator.test_reaction_bench import load_benchmark
 
 GROUP, VERSION = "swivel.dev", "v1alpha1"
 ORDER = {"Pending": 0, "Queued": 0, "Planned": 1, "Applying": 2, "Completed": 3, "Failed": 3}
-TERMINAL = {"Completed", "Failed"}
 
 
 def loadavg() -> str:
@@ -155,7 +155,7 @@ def run_many(workdir: Path, jobs_n: int, per_job: int, bound_s: float) -> dict[s
             def all_terminal() -> dict[str, dict[str, Any]] | None:
                 found = {i["metadata"]["name"]: i for i in _items(bench.custom, namespace)}
                 done = all(
-                    ((found.get(n) or {}).get("status") or {}).get("phase") in TERMINAL
+                    ((found.get(n) or {}).get("status") or {}).get("phase") in FINAL_PHASES
                     for n in everyone
                 )
                 return found if done else None
@@ -175,7 +175,7 @@ def run_many(workdir: Path, jobs_n: int, per_job: int, bound_s: float) -> dict[s
             load_after = loadavg()
             # The watch delivers the last writes shortly after the list shows them.
             bm.wait_for(
-                lambda: all(recorder.phases[n][-1:] and recorder.phases[n][-1] in TERMINAL
+                lambda: all(recorder.phases[n][-1:] and recorder.phases[n][-1] in FINAL_PHASES
                             for n in everyone),
                 30, "the watch saw every terminal phase",
             )  # fmt: skip
@@ -188,7 +188,7 @@ def run_many(workdir: Path, jobs_n: int, per_job: int, bound_s: float) -> dict[s
         counts: collections.Counter[str] = collections.Counter()
         for name in everyone:
             seen = recorder.phases[name]
-            assert sum(p in TERMINAL for p in seen) == 1, (name, seen)
+            assert sum(p in FINAL_PHASES for p in seen) == 1, (name, seen)
             assert [ORDER[p] for p in seen] == sorted(ORDER[p] for p in seen), (name, seen)
             status = final[name]["status"]
             assert seen[-1] == status["phase"], (name, seen, status)

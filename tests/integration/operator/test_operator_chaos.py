@@ -36,11 +36,11 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from swivel.api.phases import FINAL_PHASES
 from swivel.operator import main
 from tests.integration.operator.conftest import Harness, wait_for
 
 ORDER = {"Pending": 0, "Queued": 0, "Planned": 1, "Applying": 2, "Completed": 3, "Failed": 3}
-TERMINAL = {"Completed", "Failed"}
 SEED = int(os.environ.get("SWIVEL_CHAOS_SEED", "11"))
 
 
@@ -118,7 +118,7 @@ def _in_flight(h: Harness, names: list[str]) -> str:
     """The phase of the oldest unfinished Reconfiguration (what a kill interrupts)."""
     for name in names:
         phase = h.phase("reconfigurations", name) or "Pending"
-        if phase not in TERMINAL:
+        if phase not in FINAL_PHASES:
             return phase
     return "idle"
 
@@ -145,7 +145,7 @@ def run_chaos(h: Harness, recorder: PhaseRecorder, runs: int) -> dict[str, Any]:
     for name in names:
         seen = recorder.phases[name]
         assert seen[-1] == "Completed", (name, seen)
-        assert sum(p in TERMINAL for p in seen) == 1, (name, seen)
+        assert sum(p in FINAL_PHASES for p in seen) == 1, (name, seen)
         assert [ORDER[p] for p in seen] == sorted(ORDER[p] for p in seen), (name, seen)
 
     # One plan per Reconfiguration at the agent, in order, each recorded and completed.

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from swivel.api.phases import FINAL_PHASES, IllegalTransitionError, PlanPhase
 from swivel.jobs.agent.plans import (
     ALLOWED_TRANSITIONS,
-    IllegalTransitionError,
-    PlanPhase,
     PlanRecord,
     Timings,
     completion_due,
@@ -58,7 +57,7 @@ def test_only_the_drawn_transitions_are_allowed(start: PlanPhase, end: PlanPhase
 
 
 def test_finished_phases_are_final() -> None:
-    assert PlanPhase.COMPLETED.finished and PlanPhase.FAILED.finished
+    assert {p for p in PlanPhase if p in FINAL_PHASES} == {PlanPhase.COMPLETED, PlanPhase.FAILED}
     assert (
         not ALLOWED_TRANSITIONS[PlanPhase.COMPLETED] and not ALLOWED_TRANSITIONS[PlanPhase.FAILED]
     )

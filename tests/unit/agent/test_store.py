@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from swivel.jobs.agent.plans import PlanPhase, PlanRecord, Timings
+from swivel.api.phases import PlanPhase
+from swivel.jobs.agent.plans import PlanRecord, Timings
 from swivel.jobs.agent.store import KEPT_BATCHES, DurableState, StateStore
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
 

@@ -9,12 +9,13 @@ import pytest
 
 from swivel.api.base import Disruption
 from swivel.api.manifests import load_streamjob
+from swivel.api.phases import FINAL_PHASES, IllegalTransitionError
 from swivel.api.reconfiguration import ReconfigurationStatus
 from swivel.api.streamjob import StreamJob
 from swivel.operator.agents import Loads
 from swivel.operator.classifying import classify
 from swivel.operator.naming import Owner
-from swivel.operator.phases import FINAL, IllegalTransition, Phase, Reason, transition
+from swivel.operator.phases import Phase, Reason, transition
 from swivel.operator.policies import automatic_reconfiguration, decide_rebalance, moves_of
 from swivel.operator.reconciling import Decision, Sibling, admit, apply_decision, from_agent_plan
 
@@ -27,10 +28,10 @@ def job() -> StreamJob:
     return load_streamjob(ROOT / "examples" / "fraud-detection" / "streamjob.yaml")
 
 
-@pytest.mark.parametrize("final", sorted(FINAL))
+@pytest.mark.parametrize("final", [p for p in Phase if p in FINAL_PHASES])
 def test_final_phases_have_no_way_out(final: Phase) -> None:
     for target in Phase:
-        with pytest.raises(IllegalTransition):
+        with pytest.raises(IllegalTransitionError):
             transition(final, target)
 
 
@@ -52,7 +53,7 @@ def test_transitions(current: Phase, target: Phase, allowed: bool) -> None:
     if allowed:
         assert transition(current, target) is target
     else:
-        with pytest.raises(IllegalTransition):
+        with pytest.raises(IllegalTransitionError):
             transition(current, target)
 
 
@@ -99,7 +100,7 @@ def test_a_completed_plan_sets_conditions_timings_and_progress() -> None:
     assert conditions["Succeeded"].status == "True" and conditions["Failed"].status == "False"
     assert after.progress is not None and after.progress.workers_switched == 4
     assert after.timings is not None and after.timings.completed_at == NOW
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransitionError):
         apply_decision(after, Decision(Phase.APPLYING, Reason.APPLYING, ""), now=NOW, generation=1)
 
 
