@@ -24,7 +24,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import aiohttp
+from pydantic import ValidationError
 
+from swivel.api.errors import problems_from
+from swivel.api.loads import ServedLoads
 from swivel.api.phases import FINAL_PHASES
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.operator.naming import Names
@@ -86,26 +89,25 @@ class Loads:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> Loads:
-        """From the agent's `GET /v1/loads` answer (ValueError when it is not one)."""
+        """From the agent's `GET /v1/loads` answer, read with the models the agent checked
+        the driver's body against (ValueError naming each bad field when it is not one)."""
         try:
-            executors = tuple(dict(e) for e in document["executors"])
-            bins = tuple(dict(b) for b in document["bins"])
-            assignment = {int(b["bin"]): str(b["executor"]) for b in bins}
-            interval = document.get("coordinationIntervalSeconds")
-            measured = document.get("measuredAt")
-            return cls(
-                executors=executors,
-                bins=bins,
-                assignment=assignment,
-                coordination_seconds=float(document.get("coordinationSeconds") or 0.0),
-                processing_seconds=float(document.get("processingSeconds") or 0.0),
-                measured_at=None if measured is None else float(measured),
-                age_seconds=float(document.get("ageSeconds") or 0.0),
-                batches=tuple(int(b) for b in document.get("batches") or ()),
-                interval_seconds=None if interval is None else float(interval),
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"not a loads document: {error!r}") from None
+            served = ServedLoads.model_validate(document)
+        except ValidationError as error:
+            problems = "; ".join(str(p) for p in problems_from(error))
+            raise ValueError(f"not a loads document: {problems}") from None
+        return cls(
+            # The wire form (camelCase, only the fields given): the policies default the rest.
+            executors=tuple(e.to_wire() for e in served.executors),
+            bins=tuple(b.to_wire() for b in served.bins),
+            assignment={b.bin: b.executor for b in served.bins},
+            coordination_seconds=served.coordination_seconds,
+            processing_seconds=served.processing_seconds,
+            measured_at=served.measured_at,
+            age_seconds=served.age_seconds,
+            batches=tuple(served.batches),
+            interval_seconds=served.coordination_interval_seconds,
+        )
 
 
 class AgentLink(Protocol):

@@ -3,8 +3,10 @@
 `MigrationDriver` measures per-bin records and state size and per-executor busy time and
 memory after batches (`swivel.jobs.migration.metrics`) and posts a `LoadMeasurement`'s
 wire form; the agent validates the body against the same model
-(`swivel.jobs.agent.loads.parse_loads`: a 400 with one `field: reason` per bad field), serves the latest at `GET /v1/loads` and as gauges in
-`/metrics`, and the operator's policy timers read it (docs/control-protocol.md, "Loads").
+(`swivel.jobs.agent.loads.parse_loads`: a 400 with one `field: reason` per bad field),
+serves the latest at `GET /v1/loads` (a `ServedLoads`: the measurement and its age) and as
+gauges in `/metrics`, and the operator's policy timers read that answer with the same
+models (`swivel.operator.agents.Loads`; docs/control-protocol.md, "Loads").
 
 Numbers are strict: a JSON number, finite and non-negative; a boolean or a numeric string
 is refused, not coerced, and counts (records, rows, bytes, cores) are integers. A number
@@ -96,6 +98,13 @@ class LoadMeasurement(_WireDocument):
                 f"bin {self.bins[index].bin} listed twice (first at bins[{first}])",
             )
         return self
+
+
+class ServedLoads(LoadMeasurement):
+    """`GET /v1/loads`: the latest measurement as the agent keeps it, and when it came."""
+
+    received_at: Number | None = None  # epoch seconds, the agent's clock
+    age_seconds: Number = 0.0  # since the agent received it
 
 
 def _first_repeat(values: Iterable[Hashable]) -> tuple[int, int] | None:
