@@ -24,7 +24,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from swivel.controllers.graph import Cardinality, Dataflow, Edge, Operator
+from swivel.api.vocabulary import Cardinality
+from swivel.controllers.graph import Dataflow, Edge, Operator
 from swivel.controllers.mcs import plan_mcs
 
 SIZES = (100, 1_000, 10_000)

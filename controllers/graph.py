@@ -19,28 +19,13 @@ Replicate operator is added after the worker"), so it makes its source one-to-ma
 
 from __future__ import annotations
 
-import enum
 import graphlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from swivel.api.vocabulary import Cardinality, Partitioning
 from swivel.controllers.errors import PlanningError
-
-
-class Partitioning(enum.StrEnum):
-    """How the tuples on an edge are routed between the workers of its two operators."""
-
-    FORWARD = "forward"  # worker i sends only to worker i (equal parallelism)
-    HASH = "hash"  # every upstream worker may send to every downstream worker, by key
-    BROADCAST = "broadcast"  # every upstream worker sends every tuple to every downstream worker
-
-
-class Cardinality(enum.StrEnum):
-    """Fries Def. 5.1/5.2: how many (tuple, receiving operator) pairs one input may yield."""
-
-    ONE_TO_ONE = "one-to-one"
-    ONE_TO_MANY = "one-to-many"
 
 
 class GraphError(PlanningError):

@@ -39,7 +39,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from .graph import Cardinality, Dataflow, Edge, GraphError, Operator, Partitioning, resolve_fan_outs
+from swivel.api.vocabulary import Cardinality, Partitioning
+
+from .graph import Dataflow, Edge, GraphError, Operator, resolve_fan_outs
 from .mcs import plan_mcs
 
 __all__ = [

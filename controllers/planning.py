@@ -19,14 +19,37 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from swivel.api.base import Disruption
-from swivel.api.dataflow import OperatorKind
+from swivel.api.dataflow import DataflowSpec, OperatorKind, OperatorSpec
 from swivel.api.reconfiguration import ReconfigurationSpec, Scheduler
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.assignments import apply_moves, bins_per_executor, rebalance_for_executors
+from swivel.controllers.graph import Dataflow, Edge, Operator
 from swivel.controllers.mcs import McsPlan, plan_mcs
 from swivel.controllers.metatopology import MetaTopology, plan_meta_topology
 from swivel.controllers.migration import MigrationPlan, plan_migration
 from swivel.controllers.parallel import ChannelCount, count_channels
+
+
+def dataflow_of(spec: DataflowSpec) -> Dataflow:
+    """The planners' immutable DAG of what the user wrote (the model has checked that it is
+    one: names, inputs, no cycle, forward parallelism), each operator's preset resolved."""
+    edges = tuple(
+        Edge(source=edge.from_, target=op.name, partitioning=edge.partitioning)
+        for op in spec.operators
+        for edge in op.inputs
+    )
+    return Dataflow(tuple(_operator_of(op) for op in spec.operators), edges)
+
+
+def _operator_of(op: OperatorSpec) -> Operator:
+    return Operator(
+        name=op.name,
+        cardinality=op.resolved_cardinality,
+        at_most_one_per_edge=op.resolved_at_most_one_per_edge,
+        unique_per_record=op.unique_per_record,
+        blocking=op.resolved_blocking,
+        parallelism=op.parallelism,
+    )
 
 
 def assumed_assignment(bins: int, executors: int) -> dict[int, str]:
@@ -237,7 +260,7 @@ def plan_reconfiguration(
     `per_branch`: the operators the runtime evaluates once per branch of a split (see the
     module doc); without them nothing is refused for that reason.
     """
-    dataflow = job.dataflow.to_planner()
+    dataflow = dataflow_of(job.dataflow)
     targets = reconfiguration.targets
     mcs = plan_mcs(dataflow, targets, pruning=pruning) if targets else None
     channels = count_channels(dataflow, targets, pruning=pruning)

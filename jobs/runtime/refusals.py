@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from swivel.api.dataflow import OperatorKind, OperatorSpec
-from swivel.controllers.graph import Partitioning
+from swivel.api.vocabulary import Partitioning
 
 SYSTEM_PREFIX = "_swivel_"
 

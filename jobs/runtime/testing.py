@@ -31,6 +31,7 @@ from swivel.api.streamjob import (
 )
 from swivel.controllers.checker import Verdict, check_schedule, parse_schedule
 from swivel.controllers.mcs import plan_mcs
+from swivel.controllers.planning import dataflow_of
 from swivel.jobs.control.recording import merge_schedule, record_update
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.driver import JobRuntime
@@ -161,7 +162,7 @@ def with_transition(
 
 def mcs_components(job: StreamJobSpec, targets: Sequence[str]) -> list[tuple[list[str], list[str]]]:
     """(heads, members) of each Fries component the planner finds for `targets`."""
-    plan = plan_mcs(job.dataflow.to_planner(), tuple(targets))
+    plan = plan_mcs(dataflow_of(job.dataflow), tuple(targets))
     return [(list(c.heads), list(c.operators)) for c in plan.components]
 
 

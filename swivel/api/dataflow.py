@@ -9,13 +9,14 @@ always win over a preset, so a user can describe an operator the presets do not 
 from __future__ import annotations
 
 import enum
+import graphlib
 from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from swivel.api.base import ApiModel, Disruption
 from swivel.api.errors import semantic_error
-from swivel.controllers.graph import Cardinality, Dataflow, Edge, GraphError, Operator, Partitioning
+from swivel.api.vocabulary import Cardinality, Partitioning
 
 OPERATOR_NAME_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_]{0,61}[A-Za-z0-9])?$"
 FUNCTION_REF_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
@@ -129,16 +130,6 @@ class OperatorSpec(ApiModel):
     def resolved_blocking(self) -> bool:
         return self.blocking if self.blocking is not None else self.kind in _PRESET_BLOCKING
 
-    def to_planner(self) -> Operator:
-        return Operator(
-            name=self.name,
-            cardinality=self.resolved_cardinality,
-            at_most_one_per_edge=self.resolved_at_most_one_per_edge,
-            unique_per_record=self.unique_per_record,
-            blocking=self.resolved_blocking,
-            parallelism=self.parallelism,
-        )
-
 
 class DataflowSpec(ApiModel):
     bins: Annotated[int, Disruption.RESTART] = Field(
@@ -161,11 +152,8 @@ class DataflowSpec(ApiModel):
     @model_validator(mode="after")
     def _well_formed(self) -> DataflowSpec:
         self._check_names_and_inputs()
-        try:
-            graph = self.to_planner()
-        except GraphError as error:
-            raise semantic_error(_wire_field(error.field), error.reason) from None
-        self._check_forward_parallelism(graph)
+        self._check_acyclic()
+        self._check_forward_parallelism()
         return self
 
     def _check_names_and_inputs(self) -> None:
@@ -192,34 +180,29 @@ class DataflowSpec(ApiModel):
                         f"unknown operator {edge.from_!r}",
                     )
 
-    def _check_forward_parallelism(self, graph: Dataflow) -> None:
-        position = {op.name: i for i, op in enumerate(self.operators)}
-        for edge in graph.edges:
-            if edge.partitioning is not Partitioning.FORWARD:
-                continue
-            up, down = graph.by_name[edge.source], graph.by_name[edge.target]
-            if up.parallelism != down.parallelism:
-                index = position[edge.target]
-                slot = [i.from_ for i in self.operators[index].inputs].index(edge.source)
-                raise semantic_error(
-                    f"operators[{index}].inputs[{slot}].partitioning",
-                    f"a forward edge needs equal parallelism ({edge.source}: "
-                    f"{up.parallelism}, {edge.target}: {down.parallelism}); use hash",
-                )
+    def _check_acyclic(self) -> None:
+        sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+        for op in self.operators:
+            sorter.add(op.name, *(edge.from_ for edge in op.inputs))
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as cycle:
+            path = " -> ".join(cycle.args[1])
+            raise semantic_error("operators", f"the dataflow has a cycle: {path}") from None
+
+    def _check_forward_parallelism(self) -> None:
+        parallelism = {op.name: op.parallelism for op in self.operators}
+        for index, op in enumerate(self.operators):
+            for slot, edge in enumerate(op.inputs):
+                if edge.partitioning is not Partitioning.FORWARD:
+                    continue
+                up, down = parallelism[edge.from_], op.parallelism
+                if up != down:
+                    raise semantic_error(
+                        f"operators[{index}].inputs[{slot}].partitioning",
+                        f"a forward edge needs equal parallelism ({edge.from_}: "
+                        f"{up}, {op.name}: {down}); use hash",
+                    )
 
     def operator(self, name: str) -> OperatorSpec | None:
         return next((op for op in self.operators if op.name == name), None)
-
-    def to_planner(self) -> Dataflow:
-        """The planner's immutable DAG (raises GraphError on a cycle)."""
-        edges = tuple(
-            Edge(source=edge.from_, target=op.name, partitioning=edge.partitioning)
-            for op in self.operators
-            for edge in op.inputs
-        )
-        return Dataflow(tuple(op.to_planner() for op in self.operators), edges)
-
-
-def _wire_field(planner_field: str) -> str:
-    # The graph names fields by its own tuples; the only one reachable here is the cycle.
-    return "operators" if planner_field == "edges" else planner_field

@@ -19,6 +19,7 @@ import pytest
 
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.mcs import plan_mcs
+from swivel.controllers.planning import dataflow_of
 from swivel.jobs.runtime.shapes import BlockingStep, plan_shape
 from swivel.jobs.runtime.testing import run_for_batches
 
@@ -65,7 +66,7 @@ def test_an_aggregate_emits_only_after_the_whole_batch_was_produced(spark, tmp_p
     log.mkdir()
     job = aggregate_job(log)
     # What the planner assumes: the cut at the aggregate separates parse from after.
-    plan = plan_mcs(job.dataflow.to_planner(), ("parse", "after"))
+    plan = plan_mcs(dataflow_of(job.dataflow), ("parse", "after"))
     assert [set(c.operators) for c in plan.components] == [{"parse"}, {"after"}]
     assert any(step == BlockingStep("total", "customer") for step in plan_shape(job).steps)
 

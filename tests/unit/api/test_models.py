@@ -13,7 +13,8 @@ from swivel.api.errors import SpecError
 from swivel.api.manifests import load_reconfiguration, load_streamjob, parse_manifest
 from swivel.api.reconfiguration import Reconfiguration, validate_against_job
 from swivel.api.streamjob import StreamJob
-from swivel.controllers.graph import Cardinality, Partitioning
+from swivel.api.vocabulary import Cardinality, Partitioning
+from swivel.controllers.planning import dataflow_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -52,7 +53,7 @@ def test_kind_presets_fill_flags_and_explicit_flags_win() -> None:
         ),
         StreamJob,
     )
-    graph = parsed.spec.dataflow.to_planner()
+    graph = dataflow_of(parsed.spec.dataflow)
     assert graph.by_name["RE"].cardinality is Cardinality.ONE_TO_MANY
     assert graph.by_name["RE"].at_most_one_per_edge
     assert graph.by_name["FM"].cardinality is Cardinality.ONE_TO_ONE

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from swivel.controllers.graph import Cardinality, Operator
+from swivel.api.vocabulary import Cardinality
+from swivel.controllers.graph import Operator
 from swivel.controllers.mcs import McsPlan
 
 

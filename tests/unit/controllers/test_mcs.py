@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from swivel.controllers.graph import Dataflow, Edge, GraphError, Operator, Partitioning
+from swivel.api.vocabulary import Partitioning
+from swivel.controllers.graph import Dataflow, Edge, GraphError, Operator
 from swivel.controllers.mcs import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,

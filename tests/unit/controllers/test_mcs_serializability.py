@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swivel.controllers.graph import Dataflow, Edge, Operator, Partitioning, resolve_fan_outs
+from swivel.api.vocabulary import Partitioning
+from swivel.controllers.graph import Dataflow, Edge, Operator, resolve_fan_outs
 from swivel.controllers.mcs import (
     EDGE_WISE_ONE_TO_ONE,
     UNIQUENESS,

@@ -9,14 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swivel.controllers.graph import (
-    Cardinality,
-    Dataflow,
-    Edge,
-    GraphError,
-    Operator,
-    Partitioning,
-)
+from swivel.api.vocabulary import Cardinality, Partitioning
+from swivel.controllers.graph import Dataflow, Edge, GraphError, Operator
 from swivel.controllers.mcs import plan_mcs
 from swivel.controllers.parallel import (
     ChannelCount,

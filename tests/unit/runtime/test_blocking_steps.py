@@ -18,6 +18,7 @@ import pytest
 
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.mcs import plan_mcs
+from swivel.controllers.planning import dataflow_of
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.examples.aggregates import totals
 from swivel.jobs.runtime.feeds import StaticFeed
@@ -59,7 +60,7 @@ def test_an_aggregate_is_its_own_step_between_the_regions_of_its_two_sides() -> 
         Region(("after",), "after", "total"),
     )
     # the planner's view of the same dataflow: cut after the aggregate
-    plan = plan_mcs(spec.dataflow.to_planner(), ("parse", "after"))
+    plan = plan_mcs(dataflow_of(spec.dataflow), ("parse", "after"))
     assert [set(c.operators) for c in plan.components] == [{"parse"}, {"after"}]
 
 
