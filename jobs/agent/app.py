@@ -2,7 +2,8 @@
 
 Handlers only translate between HTTP and the hub. Bad input is answered with
 `{"errors": [{"field", "reason"}]}` (400 malformed, 401 token, 403 a role that may not call
-the route, 409 busy, 413 too large, 422 unknown to the job) and never reaches the running
+the route or a worker id whose secret the caller lacks, 409 busy, 413 too large, 422
+unknown to the job) and never reaches the running
 job: every body is read by `wire.read_json` and validated against its model before the hub
 changes anything. Which role calls which route is the `ROUTES` table (auth.py says why).
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swivel.jobs.agent.acks import AcksRejected
+from swivel.jobs.agent.acks import AcksRejected, parse_acks
 from swivel.jobs.agent.auth import Handler, Role, bearer_auth
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.loads import LoadsRejected
@@ -29,10 +30,12 @@ from swivel.jobs.agent.wire import (
     CoordinationReport,
     MigrationReport,
     ProgressReport,
+    WorkerEnrolment,
     query_int,
     query_seconds,
     read_json,
 )
+from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_WATCH_TIMEOUT_S = 60.0
@@ -105,11 +108,39 @@ async def openapi(request: web.Request) -> web.Response:
     )
 
 
+async def enrol_worker(request: web.Request) -> web.Response:
+    """A worker process's own identity: the id it got and the secret only it holds."""
+    enrolment = WorkerEnrolment.parse(await _json_body(request))
+    worker_id, secret = request.app[HUB_KEY].registry.enrol(enrolment.pid)  # 429 when full
+    return web.json_response({"pid": worker_id, "secret": secret}, status=201)
+
+
+def _speaks_for(request: web.Request, pids: dict[int, str]) -> None:
+    """BodyRejected (403) unless the request carries the secret of every registered worker
+    it names (`pids`: worker id -> the field naming it). Unknown ids pass: the route says
+    why (the watch 409 "enrol", an ack 409 "watch first")."""
+    registry = request.app[HUB_KEY].registry
+    presented = request.headers.get(WORKER_SECRET_HEADER)
+    problems = [
+        problem
+        for pid, field in pids.items()
+        if (problem := registry.authenticate(pid, presented, field)) is not None
+    ]
+    if problems:
+        request.app[HUB_KEY].metrics.rejected.labels("identity").inc()
+        raise BodyRejected(problems, 403)
+
+
 async def watch(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     raw_pid = request.query.get("pid")
     pid = None if raw_pid in (None, "", "-1") else query_int(raw_pid, "pid", 0, upper=MAX_PID)
     operators = hub.known_operators(request.query.get("operators", ""))  # 422 when not the job's
+    if pid is not None:
+        _speaks_for(request, {pid: "pid"})
+        if not hub.registry.registered(pid):
+            reason = "no worker with this id is registered; POST /v1/control/workers first"
+            raise BodyRejected.single("pid", reason, 409)
     body = await hub.watch(_since(request), pid, operators, _timeout(request, 20.0))
     if body is None:
         return web.Response(status=304)
@@ -117,9 +148,13 @@ async def watch(request: web.Request) -> web.Response:
 
 
 async def acks(request: web.Request) -> web.Response:
-    body = await _json_body(request)
-    request.app[HUB_KEY].record_acks(body)  # AcksRejected (400) before any is applied
-    return web.json_response({"received": len(body)}, status=202)
+    parsed = parse_acks(await _json_body(request))  # AcksRejected (400) before any is applied
+    named: dict[int, str] = {}
+    for i, ack in enumerate(parsed):
+        named.setdefault(ack.pid, f"[{i}].pid")
+    _speaks_for(request, named)  # 403: another worker's acks
+    request.app[HUB_KEY].record_acks(parsed)
+    return web.json_response({"received": len(parsed)}, status=202)
 
 
 async def driver_progress(request: web.Request) -> web.Response:
@@ -210,13 +245,15 @@ EVERYONE = frozenset(Role)
 
 # method, path, handler, the roles that may call it. The operator submits and reads; the
 # driver reports and takes boundary actions (and reads its plan and the configuration a
-# restarted driver resumes with); the workers long-poll snapshots and ack. Nobody else's
-# route is open to a role: a worker's code cannot submit, fail or complete a plan.
+# restarted driver resumes with); the workers enrol, long-poll snapshots and ack (each
+# worker for itself: `_speaks_for`). Nobody else's route is open to a role: a worker's
+# code cannot submit, fail or complete a plan.
 ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any], frozenset[Role]], ...] = (
     ("GET", "/healthz", healthz, EVERYONE),
     ("GET", "/readyz", readyz, EVERYONE),
     ("GET", "/metrics", metrics, OPERATOR),
     ("GET", "/openapi.yaml", openapi, EVERYONE),
+    ("POST", "/v1/control/workers", enrol_worker, WORKER | DRIVER),
     ("GET", "/v1/control/watch", watch, WORKER | DRIVER),
     ("POST", "/v1/control/acks", acks, WORKER),
     ("POST", "/v1/driver/progress", driver_progress, DRIVER),

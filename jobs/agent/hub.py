@@ -323,7 +323,9 @@ class Hub:
 
     def record_acks(self, body: Any) -> None:
         """Acks from workers: registration, plan progress, maybe completion. The whole body
-        is validated first (AcksRejected, 400), so a bad ack never leaves half applied."""
+        is validated first (AcksRejected, 400), so a bad ack never leaves half applied.
+        `body` may be acks already parsed: the HTTP handler parses first to check that the
+        caller speaks for every worker the acks name (app.py, `_speaks_for`)."""
         acks = parse_acks(body)
         problems = implausible(
             acks,

@@ -184,3 +184,11 @@ class ActionDone(WireDocument):
     """`POST /v1/driver/actions/done`: the driver carried out action `seq`."""
 
     seq: Annotated[int, Field(ge=1, lt=INT_LIMIT)]
+
+
+class WorkerEnrolment(WireDocument):
+    """`POST /v1/control/workers`: a worker process asks for an identity of its own. `pid` is
+    the id it would like (its process id); the agent answers with the id it got (that one
+    unless taken) and the secret every later call for that id must present."""
+
+    pid: Annotated[int, Field(ge=0, lt=2**32)]

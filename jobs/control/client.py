@@ -14,8 +14,10 @@ long-poll may be broken or late, a read at a task's start is not (docs/runtime.m
 Standard library only: every Python worker imports this module.
 
 Its credential is the workers' (`SWIVEL_AGENT_TOKEN` in an executor: the agent accepts it on
-the watch and acks routes only, docs/agent.md); with `SWIVEL_AGENT_CA` (the job's CA, PEM)
-the agent is reached over HTTPS and its certificate verified against that CA alone.
+the enrol, watch and acks routes only, docs/agent.md), plus a secret of this process's own
+that it enrols for (`swivel.jobs.control.identity`: a worker's code cannot speak for another
+worker, and a forked child enrols anew); with `SWIVEL_AGENT_CA` (the job's CA, PEM) the agent
+is reached over HTTPS and its certificate verified against that CA alone.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import http.client
 import json
 import logging
 import os
-import socket
-import ssl
 import threading
 import time
 import urllib.parse
@@ -34,7 +34,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from swivel.jobs.control.arming import ARMED, PROCESSED, armed_version
+from swivel.jobs.control.connection import Connection, agent_tls_context
+from swivel.jobs.control.identity import WorkerIdentity, identity_problem, secret_headers
 from swivel.jobs.control.snapshots import Snapshot
+
+__all__ = ["ControlClient", "RefreshError", "agent_tls_context", "get_client", "working_on"]
+_Connection = Connection  # the name tests and older callers use
 
 ENV_URL = "SWIVEL_AGENT_URL"
 ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
@@ -51,8 +56,9 @@ MAX_BACKOFF_S = 2.0
 MAX_QUEUED_ACKS = 10_000
 # The agent refused the acks as malformed (400), from this credential (401, 403), or as
 # untrue of the job (422): sent again they would be refused again, and hold back the acks
-# queued behind them. 409 (this worker not registered yet, a batch the driver has not
-# reported yet) and anything else are retried.
+# queued behind them. 409 (a batch the driver has not reported yet) and anything else are
+# retried; a 403 or 409 naming `pid` (the agent forgot this worker, or its id is another
+# process's) first enrols again (identity.py).
 DROPPED_ACK_STATUSES = frozenset({400, 401, 403, 413, 422})
 
 log = logging.getLogger(__name__)
@@ -60,65 +66,6 @@ log = logging.getLogger(__name__)
 
 class RefreshError(RuntimeError):
     """The agent could not be asked for its newest snapshot within the refresh deadline."""
-
-
-class _Connection:
-    """One keep-alive HTTP connection to the agent, reopened after any failure."""
-
-    def __init__(self, base_url: str, token: str | None, ca: str | None = None) -> None:
-        parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"{ENV_URL} must be http(s)://host:port, got {base_url!r}")
-        self._host = parsed.hostname
-        self._tls = agent_tls_context(ca) if parsed.scheme == "https" else None
-        self._port = parsed.port or (443 if self._tls else 80)
-        self._prefix = parsed.path.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._conn: http.client.HTTPConnection | None = None
-
-    def request(
-        self, method: str, path: str, timeout: float, body: Any = None
-    ) -> tuple[int, bytes]:
-        headers = dict(self._headers)
-        payload = None
-        if body is not None:
-            payload = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        try:
-            if self._conn is None and self._tls is not None:
-                self._conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=timeout, context=self._tls
-                )
-            elif self._conn is None:
-                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-            else:
-                self._conn.timeout = timeout
-                if self._conn.sock is not None:
-                    self._conn.sock.settimeout(timeout)
-            self._conn.request(method, self._prefix + path, body=payload, headers=headers)
-            response = self._conn.getresponse()
-            return response.status, response.read()
-        except (OSError, http.client.HTTPException):
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def abort(self) -> None:
-        """From another thread: wake a request blocked in a long-poll."""
-        conn = self._conn
-        sock = conn.sock if conn is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-def agent_tls_context(ca: str | None) -> ssl.SSLContext:
-    """Verify the agent against the job's CA (PEM) alone; the system's CAs without one."""
-    return ssl.create_default_context(cadata=ca) if ca else ssl.create_default_context()
 
 
 class ControlClient:
@@ -134,7 +81,7 @@ class ControlClient:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.base_url = base_url
-        self.pid = os.getpid() if pid is None else pid
+        self._identity = WorkerIdentity(pid)
         self._token = token
         self._ca = os.environ.get(ENV_CA) or None
         self._watch_timeout_s = watch_timeout_s
@@ -148,9 +95,16 @@ class ControlClient:
         self._ack_ready = threading.Condition()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._watch_connection: _Connection | None = None
-        self._refresh_connection: _Connection | None = None
+        self._watch_connection: Connection | None = None
+        self._refresh_connection: Connection | None = None
         self._refresh_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        """The worker id the agent knows this process by: its pid unless the agent gave it
+        another (the pid was taken); the pid it would propose before it enrolled."""
+        held = self._identity.held()
+        return held[0] if held is not None else self._identity.proposed
 
     # -- the data path: cheap, never blocks on the network ---------------------------------
 
@@ -183,8 +137,7 @@ class ControlClient:
             return
         if operator not in self._operators:
             self._operators = self._operators | {operator}
-        entry = {
-            "pid": self.pid,
+        entry = {  # the worker id is added when sent: it may change (identity.py)
             "operator": operator,
             "version": version,
             "configVersion": config_version,
@@ -203,7 +156,7 @@ class ControlClient:
 
     def start(self, first_fetch_timeout_s: float = FIRST_FETCH_TIMEOUT_S) -> None:
         """Fetch once synchronously (bounded), then run the watch and ack threads."""
-        connection = _Connection(self.base_url, self._token, self._ca)
+        connection = Connection(self.base_url, self._token, self._ca)
         try:
             self._watch_once(connection, first_fetch_timeout_s, 0)
         except (OSError, http.client.HTTPException, ValueError) as error:
@@ -256,7 +209,7 @@ class ControlClient:
                 remaining = deadline - time.monotonic()
                 try:
                     if self._refresh_connection is None:
-                        self._refresh_connection = _Connection(self.base_url, self._token, self._ca)
+                        self._refresh_connection = Connection(self.base_url, self._token, self._ca)
                     timeout = max(0.05, min(REFRESH_ATTEMPT_TIMEOUT_S, remaining))
                     self._watch_once(self._refresh_connection, timeout, 0)
                     return self._snapshot
@@ -272,17 +225,21 @@ class ControlClient:
 
     # -- background threads ---------------------------------------------------------------
 
-    def _watch_once(self, connection: _Connection, timeout_s: float, wait_s: float) -> None:
+    def _watch_once(self, connection: Connection, timeout_s: float, wait_s: float) -> None:
         since = self._snapshot.revision if self._snapshot is not None else 0
+        identity = self._identity.ensure(connection, timeout_s)
         query = urllib.parse.urlencode(
             {
                 "since": since,
-                "pid": self.pid,
+                "pid": identity[0],
                 "operators": ",".join(sorted(self._operators)),
                 "timeout": wait_s,
             }
         )
-        status, body = connection.request("GET", f"/v1/control/watch?{query}", timeout_s)
+        path = f"/v1/control/watch?{query}"
+        status, body = connection.request("GET", path, timeout_s, headers=secret_headers(identity))
+        if identity_problem(status, body):
+            self._identity.lost(identity)  # the agent forgot us, or the id is another's: enrol
         if status == 200:
             snapshot = Snapshot.from_json(json.loads(body))
             with self._changed:
@@ -315,7 +272,7 @@ class ControlClient:
                 self.ack(operator, version, snapshot.config_version, kind=ARMED)
 
     def _watch_loop(self) -> None:
-        connection = self._watch_connection = _Connection(self.base_url, self._token, self._ca)
+        connection = self._watch_connection = Connection(self.base_url, self._token, self._ca)
         backoff = 0.05
         while not self._stopped.is_set():
             try:
@@ -329,7 +286,7 @@ class ControlClient:
         connection.close()
 
     def _ack_loop(self) -> None:
-        connection = _Connection(self.base_url, self._token, self._ca)
+        connection = Connection(self.base_url, self._token, self._ca)
         backoff = 0.05
         while not self._stopped.is_set():
             with self._ack_ready:
@@ -341,7 +298,14 @@ class ControlClient:
             if not batch:
                 continue
             try:
-                status, body = connection.request("POST", "/v1/control/acks", 5.0, batch)
+                held = self._identity.ensure(connection, 5.0)
+                sent = [{"pid": held[0], **entry} for entry in batch]
+                status, body = connection.request(
+                    "POST", "/v1/control/acks", 5.0, sent, headers=secret_headers(held)
+                )
+                if identity_problem(status, body):  # enrol again, then send them again
+                    self._identity.lost(held)
+                    raise OSError(f"acks answered {status}: {body[:200]!r}")
                 if status in DROPPED_ACK_STATUSES:  # retrying cannot change the answer
                     log.warning("acks refused (%d), dropped: %s", status, body[:500])
                 elif status >= 300:  # 409: not yet (watch first, the driver's batch)

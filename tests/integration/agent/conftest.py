@@ -29,6 +29,7 @@ from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 from swivel.jobs.control.client import ControlClient
+from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 ROOT = Path(__file__).resolve().parents[3]
 JOB_PATH = ROOT / "examples" / "fraud-detection" / "streamjob.yaml"
@@ -97,6 +98,23 @@ class AgentServer:
         self._loop.close()
 
 
+# (agent url, worker id) -> the secret `register` enrolled it with
+SECRETS: dict[tuple[str, int], str] = {}
+
+
+def _named_worker(url: str, body: Any) -> int | None:
+    """The worker id a watch (`pid=`) or an ack body (its first ack's `pid`) names."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.path == "/v1/control/watch":
+        pid = urllib.parse.parse_qs(parts.query).get("pid", [""])[0]
+        return int(pid) if pid.isdigit() else None
+    if parts.path == "/v1/control/acks" and isinstance(body, list) and body:
+        first = body[0]
+        pid = first.get("pid") if isinstance(first, dict) else None
+        return pid if isinstance(pid, int) else None
+    return None
+
+
 def http(
     url: str,
     method: str = "GET",
@@ -107,11 +125,17 @@ def http(
     headers: dict[str, str] | None = None,
 ) -> tuple[int, Any, dict[str, str]]:
     """(status, parsed JSON body or text, headers) of one request; by default with the
-    credential of the role that calls the route (`token_for`)."""
+    credential of the role that calls the route (`token_for`) and, when it names a worker
+    `register` enrolled, that worker's secret (unless `headers` names one)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(url, data=data, method=method)
     if token == AUTO:
         token = token_for(urllib.parse.urlsplit(url).path)
+        parts = urllib.parse.urlsplit(url)
+        worker = _named_worker(url, body)
+        secret = SECRETS.get((f"{parts.scheme}://{parts.netloc}", worker or -1))
+        if secret is not None and WORKER_SECRET_HEADER not in (headers or {}):
+            headers = {**(headers or {}), WORKER_SECRET_HEADER: secret}
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     if data is not None:
@@ -129,11 +153,22 @@ def http(
         return status, payload.decode(), headers
 
 
-def register(url: str, pid: int, operators: str = "") -> None:
-    """Make `pid` a registered worker, as its control client's first watch does (the agent
-    refuses acks of a pid that never long-polled)."""
+def enrol(url: str, pid: int) -> tuple[int, str]:
+    """Enrol a worker as its control client does: (the id it got, its secret)."""
+    status, answer, _ = http(f"{url}/v1/control/workers", "POST", {"pid": pid})
+    assert status == 201, answer
+    return answer["pid"], answer["secret"]
+
+
+def register(url: str, pid: int, operators: str = "") -> str:
+    """Make `pid` a registered worker, as its control client's first calls do (enrol, then
+    watch); its secret, which `http` then sends for it. The id must be free."""
+    worker, secret = enrol(url, pid)
+    assert worker == pid, f"worker id {pid} is taken"
+    SECRETS[url, pid] = secret
     status, _, _ = http(f"{url}/v1/control/watch?pid={pid}&operators={operators}&timeout=0")
     assert status in (200, 304)
+    return secret
 
 
 def swap_model_body(name: str = "swap-model", scheduler: str = "fries") -> dict[str, Any]:

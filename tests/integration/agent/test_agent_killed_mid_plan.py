@@ -4,14 +4,15 @@ or it fails visibly (a terminal phase with a message); it is never lost, stuck o
 twice.
 
 Each round runs `swivel agent` as a real process and drives one Fries plan the way the
-operator and a worker do over HTTP: the worker watches (registers, hosting the plan's two
-targets), the operator submits with an idempotency key, the worker acks each target. The
+operator and a worker do over HTTP: the worker enrols and watches (registers, hosting the
+plan's two targets), the operator submits with an idempotency key, the worker acks each target. The
 agent is killed with SIGKILL at a seeded random point of that sequence, either between two
 requests or while one is in flight (a few milliseconds after it was sent: the request may or
 may not have been applied and made durable). Then a new agent starts on the same state
 directory, and the callers do what theirs do after a lost connection: the operator submits
 again with the same key (the plan back, 200, if it was accepted; else a new plan, 202), the
-worker watches again and re-sends its acks. Checked per round: the plan reaches a terminal
+worker watches again (enrolling anew, with its pid, when the new agent does not know it) and
+re-sends its acks. Checked per round: the plan reaches a terminal
 phase within seconds (Completed, or Failed with a message), it is the only plan of that key,
 and the configuration moved exactly one version per round (none lost, none applied twice).
 
@@ -38,6 +39,7 @@ from typing import Any
 import pytest
 
 from swivel.jobs.agent.auth import Role, role_token
+from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 from .conftest import http
 
@@ -117,18 +119,46 @@ def _body(round_: int) -> dict[str, Any]:
     }
 
 
+class Worker:
+    """The worker's side, as its control client does it: enrol for an id and a secret, watch
+    and ack with them, enrol again when the agent no longer knows the id (a restart)."""
+
+    def __init__(self) -> None:
+        self.id, self.secret = PID, ""
+
+    def _watch(self, url: str) -> int:
+        operators = ",".join(TARGETS)
+        watch = f"{url}/v1/control/watch?pid={self.id}&operators={operators}&timeout=0"
+        return http(watch, token=WORKER, headers={WORKER_SECRET_HEADER: self.secret})[0]
+
+    def register(self, url: str) -> None:
+        status = self._watch(url) if self.secret else 409
+        if status == 409:  # not known to this agent (a new process): enrol, get the id back
+            enrolment = {"pid": PID}
+            status, answer, _ = http(f"{url}/v1/control/workers", "POST", enrolment, token=WORKER)
+            assert (status, answer["pid"]) == (201, PID), (status, answer)
+            self.secret = answer["secret"]
+            status = self._watch(url)
+        assert status in (200, 304), status
+
+    def ack(self, url: str, ack: dict[str, Any]) -> tuple[int, Any]:
+        headers = {WORKER_SECRET_HEADER: self.secret}
+        status, body, _ = http(
+            f"{url}/v1/control/acks", "POST", [ack], token=WORKER, headers=headers
+        )
+        return status, body
+
+
 class Round:
     """One plan driven by the operator and one worker, resumable on a new agent."""
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, worker: Worker) -> None:
         self.number = number
         self.plan_id: str | None = None
+        self.worker = worker
 
     def register(self, url: str) -> None:
-        operators = ",".join(TARGETS)
-        watch = f"{url}/v1/control/watch?pid={PID}&operators={operators}&timeout=0"
-        status, _, _ = http(watch, token=WORKER)
-        assert status in (200, 304), status
+        self.worker.register(url)
 
     def submit(self, url: str) -> int:
         status, plan, _ = http(f"{url}/v1/plans", "POST", _body(self.number), token=TOKEN)
@@ -146,7 +176,7 @@ class Round:
             "version": config["operators"][operator]["version"],
             "configVersion": config["configVersion"],
         }
-        status, body, _ = http(f"{url}/v1/control/acks", "POST", [ack], token=WORKER)
+        status, body = self.worker.ack(url, ack)
         assert status == 202, (status, body)
 
     def phase(self, url: str) -> dict[str, Any]:
@@ -185,9 +215,10 @@ def run_kills(tmp_path: Path, rounds: int, seed: int) -> Counter[str]:
     state = tmp_path / "state"
     outcomes: Counter[str] = Counter()
     agent = AgentProcess(state)
+    worker = Worker()
     try:
         for number in range(rounds):
-            round_ = Round(number)
+            round_ = Round(number, worker)
             round_.register(agent.url)
             kill_at = rng.randrange(len(STEPS))
             in_flight = rng.random() < 0.5

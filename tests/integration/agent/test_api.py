@@ -132,7 +132,7 @@ def test_epoch_scheduler_applies_from_the_next_batch(
 
 
 def test_topology_lists_operators_and_watching_workers(agent: Any, call: Any) -> None:
-    call(agent.url + "/v1/control/watch?since=0&pid=4242&operators=parse,combine&timeout=0")
+    register(agent.url, 4242, "parse,combine")
     topology = call(agent.url + "/v1/topology")[1]
     assert topology["job"] == "fraud-detection" and topology["bins"] == 16
     assert [op["name"] for op in topology["operators"]][:2] == ["payments", "parse"]

@@ -16,6 +16,7 @@ import pytest
 
 from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
+from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "process-token"
@@ -80,9 +81,13 @@ def test_the_cli_agent_serves_plans_to_the_client(agent_process: str, call: Any)
             worker = role_token(TOKEN, Role.WORKER)  # what the agent derives for workers
             status, _, _ = call(agent_process + "/v1/control/acks", "POST", [], token=TOKEN)
             assert status == 403  # the operator's credential does not ack
-            call(agent_process + "/v1/control/watch?pid=1&timeout=0", token=worker)
+            enrolled = call(agent_process + "/v1/control/workers", "POST", {"pid": 1}, worker)
+            assert enrolled[0] == 201 and enrolled[1]["pid"] == 1
+            own = {WORKER_SECRET_HEADER: enrolled[1]["secret"]}  # this worker's own secret
+            call(agent_process + "/v1/control/watch?pid=1&timeout=0", token=worker, headers=own)
             ack = [{"pid": 1, "operator": "combine", "version": 2, "configVersion": 2}]
-            status, _, _ = call(agent_process + "/v1/control/acks", "POST", ack, token=worker)
+            url = agent_process + "/v1/control/acks"
+            status, _, _ = call(url, "POST", ack, token=worker, headers=own)
             assert status == 202
             done = await client.wait_for_completion(plan["id"], timeout_s=10)
             config = await client.get_config()

@@ -10,7 +10,7 @@ from typing import Any
 from swivel.api.streamjob import StreamJob
 from tests.unit.agent.test_submissions import issue_10_body, issue_10_job
 
-from .conftest import AgentServer
+from .conftest import AgentServer, register
 
 
 def test_the_fan_out_of_issue_10_is_422_on_spec_scheduler_and_nothing_is_published(
@@ -21,6 +21,7 @@ def test_the_fan_out_of_issue_10_is_422_on_spec_scheduler_and_nothing_is_publish
     )
     agent = AgentServer(job, tmp_path / "state")
     try:
+        register(agent.url, 1)
         before = call(agent.url + "/v1/control/watch?pid=1&timeout=0")
         status, answer, _ = call(agent.url + "/v1/plans", "POST", issue_10_body("fries"))
         assert status == 422
