@@ -44,12 +44,13 @@ PRIVATE_KEY_KEY = "tls.key"
 VALIDITY = datetime.timedelta(days=3650)  # the job's lifetime; the Secret goes with the job
 
 
-@dataclass(frozen=True)
-class JobCredentials:
-    token: str  # the operator's
-    ca_pem: str | None = None
-    cert_pem: str | None = None
-    key_pem: str | None = None
+class RoleTokens:
+    """The driver's and the workers' tokens, derived from the operator's `token`
+    (`swivel.jobs.agent.auth.role_token`): the one spelling for whoever holds the operator's
+    token and hands the others on (`JobCredentials` here, `swivel.embedded.agents.LocalAgent`
+    for a local job)."""
+
+    token: str
 
     @property
     def driver_token(self) -> str:
@@ -58,6 +59,14 @@ class JobCredentials:
     @property
     def worker_token(self) -> str:
         return role_token(self.token, Role.WORKER)
+
+
+@dataclass(frozen=True)
+class JobCredentials(RoleTokens):
+    token: str  # the operator's
+    ca_pem: str | None = None
+    cert_pem: str | None = None
+    key_pem: str | None = None
 
     @property
     def tls(self) -> bool:

@@ -1,7 +1,7 @@
 """The sidecar agent as a local subprocess: 127.0.0.1, a free port, a fresh token.
 
 `token` is the operator's (the CLI's: `swivel apply`, `swivel status`); the driver side gets
-`driver_token` and the Python workers `worker_token` (derived, jobs/agent/auth.py), so a
+`driver_token` and the Python workers `worker_token` (derived: `RoleTokens`), so a
 user function that reads its environment holds only the workers' credential. All three
 live in one user's processes here: the split guards against mistakes and stray code, not
 against a hostile process of the same user (docs/agent.md, "Credentials").
@@ -25,8 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.migration.cluster import die_with_parent
+from swivel.operator.credentials import RoleTokens
 
 
 class AgentStartFailed(RuntimeError):  # noqa: N818 - the name is the condition
@@ -40,7 +40,7 @@ def free_port() -> int:
 
 
 @dataclass
-class LocalAgent:
+class LocalAgent(RoleTokens):
     """`swivel agent` for one job manifest; `start()`, then `url`/`token`, then `stop()`."""
 
     manifest: Path
@@ -54,14 +54,6 @@ class LocalAgent:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def driver_token(self) -> str:
-        return role_token(self.token, Role.DRIVER)
-
-    @property
-    def worker_token(self) -> str:
-        return role_token(self.token, Role.WORKER)
 
     @property
     def pid(self) -> int | None:
