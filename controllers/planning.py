@@ -7,9 +7,9 @@ Megaphone step list. Nothing here imports the referenced functions or touches a 
 
 A plan also says what the runtime cannot carry out consistently (`refusals`, the one
 function that decides it for the CLI, the agent and the operator) and which scheduler is
-the least disruptive consistent one. Only the runtime knows which operators Spark
-evaluates once per branch of a split; planning must not import it, so the caller passes
-those names in (`swivel.jobs.planning` does).
+the least disruptive consistent one. Which operators Spark evaluates once per branch of a
+split comes from the Spark-free shape the runtime compiles (`swivel.controllers.shapes`),
+so the CLI, the agent and the operator refuse the same plans for the same reasons.
 """
 
 from __future__ import annotations
@@ -28,6 +28,19 @@ from swivel.controllers.mcs import McsPlan, plan_mcs
 from swivel.controllers.metatopology import MetaTopology, plan_meta_topology
 from swivel.controllers.migration import MigrationPlan, plan_migration
 from swivel.controllers.parallel import ChannelCount, count_channels
+from swivel.controllers.shapes import CompileError, plan_shape
+
+
+def evaluated_per_branch(job: StreamJobSpec) -> frozenset[str]:
+    """The operators Spark evaluates once per branch of a split (`Shape.replicated`).
+
+    A dataflow the runtime refuses to compile has none: the driver refuses the job itself,
+    naming its own field, before any Reconfiguration can reach it.
+    """
+    try:
+        return frozenset(plan_shape(job).replicated)
+    except CompileError:
+        return frozenset()
 
 
 def dataflow_of(spec: DataflowSpec) -> Dataflow:
@@ -123,7 +136,7 @@ def refusals(
     """What Spark cannot carry out consistently when `scheduler` switches `updates` (the
     operators of `spec.functionUpdates`, in order) with Fries `components` ((heads,
     targets) each). `per_branch`: operators Spark evaluates once per branch of a split
-    (`swivel.jobs.runtime.shapes`); `codeless`: operators that run no Python code.
+    (`swivel.controllers.shapes`); `codeless`: operators that run no Python code.
 
     - fries: a head stamps each record's version tag. Run once per branch, in different
       tasks, it may stamp one record old in one branch and new in the other; a head that
@@ -253,13 +266,17 @@ def plan_reconfiguration(
     *,
     current_assignment: Mapping[int, str] | None = None,
     pruning: bool = True,
-    per_branch: Collection[str] = (),
+    per_branch: Collection[str] | None = None,
 ) -> ReconfigurationPlan:
-    """Plan `reconfiguration` of `job`. Validate with `validate_against_job` first.
+    """Plan `reconfiguration` of `job`: the one function `swivel plan`, the agent and the
+    operator call. Validate with `validate_against_job` first.
 
-    `per_branch`: the operators the runtime evaluates once per branch of a split (see the
-    module doc); without them nothing is refused for that reason.
+    `per_branch`: the operators Spark evaluates once per branch of a split; by default
+    those of the job's compiled shape (`evaluated_per_branch`), given only by tests that
+    plan a paper's example without a runnable job.
     """
+    if per_branch is None:
+        per_branch = evaluated_per_branch(job)
     dataflow = dataflow_of(job.dataflow)
     targets = reconfiguration.targets
     mcs = plan_mcs(dataflow, targets, pruning=pruning) if targets else None

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 from swivel.api.dataflow import OperatorKind, OperatorSpec
 from swivel.api.streamjob import StreamJobSpec
-from swivel.jobs.runtime.refusals import (
+from swivel.controllers.shape_refusals import (
     CompileError,
     check_operator,
     field_of,

@@ -26,7 +26,6 @@ from swivel.api.reconfiguration import (
 )
 from swivel.api.streamjob import StreamJob
 from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
-from swivel.jobs.planning import evaluated_per_branch
 from swivel.operator.phases import ACTIVE, WAITING, Phase, Reason, parse_phase, transition
 
 logger = logging.getLogger(__name__)
@@ -99,8 +98,6 @@ class Planning:
                     self._job.spec,
                     self._spec,
                     current_assignment=assignment,
-                    # What the agent refuses is refused in status.plan too (issue 10).
-                    per_branch=evaluated_per_branch(self._job.spec),
                 ).to_dict()
             except Exception:
                 logger.exception("planning %s failed; status.plan stays empty", self._job.name)

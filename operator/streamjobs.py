@@ -30,7 +30,7 @@ from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.functions import spec_problems
 from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
-from swivel.jobs.runtime.shapes import CompileError, plan_shape
+from swivel.controllers.shapes import CompileError, plan_shape
 from swivel.operator import events, metrics
 from swivel.operator.admission import (
     STREAMJOB_SPEC_DEPTH,

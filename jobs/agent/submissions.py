@@ -19,10 +19,14 @@ from pydantic import ValidationError
 from swivel.api.errors import FieldProblem, SpecError, problems_from
 from swivel.api.reconfiguration import ReconfigurationSpec, validate_against_job
 from swivel.api.streamjob import StreamJobSpec
-from swivel.controllers.planning import codeless_operators, refusals
+from swivel.controllers.planning import (
+    codeless_operators,
+    evaluated_per_branch,
+    plan_reconfiguration,
+    refusals,
+)
 from swivel.jobs.agent.wire import BodyRejected, SubmissionBody
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
-from swivel.jobs.planning import evaluated_per_branch, plan_for_runtime
 
 Planner = Callable[[StreamJobSpec, ReconfigurationSpec], Mapping[str, Any]]
 SCHEDULER_OVERRIDES = ("naive",)  # benchmark only: no MCS, every target on its own
@@ -59,7 +63,7 @@ class Submission:
 
 
 def default_planner(job: StreamJobSpec, spec: ReconfigurationSpec) -> Mapping[str, Any]:
-    return plan_for_runtime(job, spec).to_dict()
+    return plan_reconfiguration(job, spec).to_dict()
 
 
 def parse_submission(

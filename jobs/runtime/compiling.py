@@ -46,6 +46,15 @@ from pyspark.sql.types import (
 
 from swivel.api.dataflow import OperatorKind, OperatorSpec
 from swivel.api.streamjob import StreamJobSpec
+from swivel.controllers.shapes import (
+    BlockingStep,
+    CompileError,
+    KeyedStep,
+    Region,
+    Shape,
+    merged_columns,
+    plan_shape,
+)
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime.choosing import tag_columns
 from swivel.jobs.runtime.functions import emitted_columns, resolve
@@ -59,15 +68,6 @@ from swivel.jobs.runtime.operators import (
     run_stateless_chain,
 )
 from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_blocking, run_region
-from swivel.jobs.runtime.shapes import (
-    BlockingStep,
-    CompileError,
-    KeyedStep,
-    Region,
-    Shape,
-    merged_columns,
-    plan_shape,
-)
 from swivel.jobs.runtime.sources import build_source
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 64

@@ -28,8 +28,7 @@ from swivel.api.errors import SpecError
 from swivel.api.manifests import load_reconfiguration, load_streamjob
 from swivel.api.reconfiguration import validate_against_job
 from swivel.cli.errors import BAD_INPUT, fail
-from swivel.controllers.planning import ReconfigurationPlan
-from swivel.jobs.planning import plan_for_runtime
+from swivel.controllers.planning import ReconfigurationPlan, plan_reconfiguration
 
 _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
 
@@ -49,7 +48,7 @@ def command(reconfiguration: Path, job_path: Path, output: str, no_pruning: bool
         validate_against_job(reconf.spec, job.spec)
     except SpecError as error:
         fail(error)
-    plan = plan_for_runtime(job.spec, reconf.spec, pruning=not no_pruning)
+    plan = plan_reconfiguration(job.spec, reconf.spec, pruning=not no_pruning)
     document = {"job": job.name, **plan.to_dict()}
     if output == "json":
         click.echo(json.dumps(document, indent=2))

@@ -149,7 +149,7 @@ def _load(job_path: Path, master: str | None) -> Any:
 def _check_shape(job: Any) -> None:
     """The dataflow's shape, checked before Spark starts (`plan_shape` needs no session):
     no source, no sink, a cycle or a keyed operator without its key is a field error."""
-    from swivel.jobs.runtime.shapes import CompileError, plan_shape
+    from swivel.controllers.shapes import CompileError, plan_shape
 
     try:
         plan_shape(job.spec)
@@ -177,7 +177,7 @@ def _start(embedded: Any, job_path: Path) -> None:
     user's manifest, so it is `field: reason` and exit 2, not a traceback; the caller's
     `finally` stops whatever had started."""
     from swivel.api.functions import FunctionRefused
-    from swivel.jobs.runtime.shapes import CompileError
+    from swivel.controllers.shapes import CompileError
 
     try:
         embedded.start()

@@ -24,11 +24,11 @@ from typing import Any
 
 from swivel.api.errors import FieldProblem
 from swivel.controllers.checker import Verdict
+from swivel.controllers.shapes import CompileError, Region, plan_shape
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.submissions import PlanRejected
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.feeds import FileFeed, publish
-from swivel.jobs.runtime.shapes import CompileError, Region, plan_shape
 from swivel.jobs.runtime.testing import check_recorded, memory_rows, start_bounded
 from tests.integration.runtime.consistency_cases import (
     JOB_NAME,

@@ -20,7 +20,7 @@ import pytest
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.mcs import plan_mcs
 from swivel.controllers.planning import dataflow_of
-from swivel.jobs.runtime.shapes import BlockingStep, plan_shape
+from swivel.controllers.shapes import BlockingStep, plan_shape
 from swivel.jobs.runtime.testing import run_for_batches
 
 pytestmark = pytest.mark.spark

@@ -70,8 +70,10 @@ def test_the_plan_of_issue_10(scheduler: str, refused: list[str], suggested: str
     document = plan.to_dict()
     assert [r["field"] for r in document["refused"]] == refused
     assert document["suggestedScheduler"] == suggested
-    # Without the runtime's facts nothing is refused for a split (the source is no head).
-    assert plan_reconfiguration(issue_10_job(), spec).refused == ()
+    # By default the planner reads the compiled shape's per-branch operators itself.
+    assert plan_reconfiguration(issue_10_job(), spec).refused == plan.refused
+    # Without those facts nothing is refused for a split (the source is no head).
+    assert plan_reconfiguration(issue_10_job(), spec, per_branch=()).refused == ()
 
 
 def test_only_the_kinds_the_runtime_runs_without_code_are_codeless() -> None:

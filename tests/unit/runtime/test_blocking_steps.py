@@ -19,6 +19,7 @@ import pytest
 from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.mcs import plan_mcs
 from swivel.controllers.planning import dataflow_of
+from swivel.controllers.shapes import BlockingStep, KeyedStep, Region, plan_shape
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.examples.aggregates import totals
 from swivel.jobs.runtime.feeds import StaticFeed
@@ -29,7 +30,6 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
 )
 from swivel.jobs.runtime.regions import run_blocking
-from swivel.jobs.runtime.shapes import BlockingStep, KeyedStep, Region, plan_shape
 
 LABEL = "swivel.jobs.examples.probes:labelled"
 TOTALS = "swivel.jobs.examples.aggregates:totals"

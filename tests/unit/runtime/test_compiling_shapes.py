@@ -13,6 +13,14 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import StreamJobSpec
+from swivel.controllers.shapes import (
+    BlockingStep,
+    CompileError,
+    KeyedStep,
+    Region,
+    merged_columns,
+    plan_shape,
+)
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.choosing import parts
 from swivel.jobs.runtime.compiling import linear_chain, merged_schema
@@ -24,14 +32,6 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
 )
 from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
-from swivel.jobs.runtime.shapes import (
-    BlockingStep,
-    CompileError,
-    KeyedStep,
-    Region,
-    merged_columns,
-    plan_shape,
-)
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
 F = "swivel.jobs.examples.probes:labelled"
