@@ -1,10 +1,9 @@
-"""`AgentLink`: the operator's one door to a job's sidecar agent, and a fake to test with.
+"""`AgentLink`: the operator's one door to a job's sidecar agent.
 
 The operator needs three things from an agent: submit a plan, follow a plan, and know
 whether the job is healthy (and what it runs). `ClientAgentLink` does them over
-`AgentClient` (retries with backoff, then `AgentUnreachable`); `TestingAgentLink` keeps
-plans in memory and has switches for every failure a handler must survive: unreachable,
-409 busy, 422 rejected, slow completion, a failing plan, an unready driver.
+`AgentClient` (retries with backoff, then `AgentUnreachable`). The tests' in-memory agent
+with failure switches (`tests/fakes_agent.py`) implements the same `AgentLink`.
 
 An agent is addressed by job (namespace, name), the operator's token and, when it serves
 TLS, the job's CA (operator/credentials.py): then the link speaks HTTPS and verifies the
@@ -15,12 +14,9 @@ name unless `url_for` says otherwise (the sandbox, a port-forward).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import ssl
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import aiohttp
@@ -28,7 +24,6 @@ from pydantic import ValidationError
 
 from swivel.api.errors import problems_from
 from swivel.api.loads import ServedLoads
-from swivel.api.phases import FINAL_PHASES
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.operator.naming import Names
 
@@ -40,7 +35,6 @@ __all__ = [
     "ClientAgentLink",
     "JobAddress",
     "Loads",
-    "TestingAgentLink",
 ]
 
 
@@ -234,159 +228,3 @@ class ClientAgentLink:
         async with self._client(job) as client:
             document = await client.get_loads()
         return None if document is None else Loads.from_document(document)
-
-
-@dataclass
-class FakePlan:
-    id: str
-    name: str
-    spec: dict[str, Any]
-    polls_left: int
-    fails: bool
-    document: dict[str, Any] = field(default_factory=dict)
-    key: str | None = None
-
-
-class TestingAgentLink:
-    """An in-memory agent per job, with failure switches a test flips at any time.
-
-    - `unreachable`: every call raises AgentUnreachable (a set of job names, or all with "*").
-    - `reject`: the next submissions answer this status (422 or 400) with `reject_errors`.
-    - `completion_polls`: a plan completes after this many `get_plan` calls (slow completion).
-    - `fail_plans`: plans end Failed instead of Completed.
-    - `ready`: what `/readyz` says.
-    - `loads_by_job`: the statistics `loads()` returns.
-    One plan at a time per job, like the agent: a second submission answers 409 with
-    `runningPlan`; a submission with the key of an earlier one gets that plan back.
-    `submissions` records every accepted plan (what a test asserts on).
-    """
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(self, *, completion_polls: int = 1) -> None:
-        self.unreachable: set[str] = set()
-        self.reject: int | None = None
-        self.reject_errors: list[dict[str, str]] = []
-        self.completion_polls = completion_polls
-        self.fail_plans = False
-        self.ready = True
-        self.loads_by_job: dict[str, Loads] = {}
-        self.submissions: list[tuple[str, str, dict[str, Any]]] = []
-        self.calls: list[tuple[str, str]] = []
-        self._plans: dict[str, FakePlan] = {}
-        self._config_version: dict[str, int] = {}
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-
-    def _check(self, job: JobAddress, call: str) -> None:
-        self.calls.append((call, job.name))
-        if "*" in self.unreachable or job.name in self.unreachable:
-            raise AgentUnreachable(f"{job.name}: agent unreachable (testing switch)")
-
-    def plans_of(self, job: str) -> list[FakePlan]:
-        return [p for p in self._plans.values() if p.id.startswith(f"{job}/")]
-
-    def _running(self, job: str) -> FakePlan | None:
-        return next(
-            (p for p in self.plans_of(job) if p.document["phase"] not in FINAL_PHASES),
-            None,
-        )
-
-    async def submit(
-        self, job: JobAddress, name: str, spec: Mapping[str, Any], *, key: str | None = None
-    ) -> dict[str, Any]:
-        self._check(job, "submit")
-        with self._lock:
-            earlier = next((p for p in self.plans_of(job.name) if key and p.key == key), None)
-            if earlier is not None:  # the agent's idempotency key: the same plan back
-                return dict(earlier.document)
-            if self.reject is not None:
-                raise AgentRejected(
-                    self.reject, list(self.reject_errors), {"errors": self.reject_errors}
-                )
-            if spec.get("jobRef", {}).get("name") != job.name:
-                errors = [{"field": "spec.jobRef.name", "reason": f"this agent runs {job.name!r}"}]
-                raise AgentRejected(422, errors, {"errors": errors})
-            running = self._running(job.name)
-            if running is not None:
-                errors = [{"field": "", "reason": f"plan {running.id} is in flight"}]
-                raise AgentRejected(409, errors, {"errors": errors, "runningPlan": running.id})
-            plan_id = f"{job.name}/{name}-{next(self._ids)}"
-            now = _now()
-            plan = FakePlan(
-                plan_id, name, dict(spec), self.completion_polls, self.fail_plans, key=key
-            )
-            version = self._config_version.get(job.name, 1) + 1
-            self._config_version[job.name] = version
-            plan.document = {
-                "id": plan_id,
-                "name": name,
-                "scheduler": spec.get("scheduler", "fries"),
-                "configVersion": version,
-                "phase": "Accepted",
-                "timings": {"requestedAt": now, "acceptedAt": now},
-                "delayMs": None,
-                "progress": {"workersSwitched": 0, "workersTotal": 2},
-                "message": "",
-            }
-            self._plans[plan_id] = plan
-            self.submissions.append((job.name, name, dict(spec)))
-            return dict(plan.document)
-
-    async def get_plan(self, job: JobAddress, plan_id: str) -> dict[str, Any]:
-        self._check(job, "get_plan")
-        with self._lock:
-            plan = self._plans.get(plan_id)
-            if plan is None:
-                errors = [{"field": "id", "reason": "no such plan"}]
-                raise AgentRejected(404, errors, {"errors": errors})
-            document = plan.document
-            if document["phase"] in FINAL_PHASES:
-                return dict(document)
-            if plan.polls_left > 0:
-                plan.polls_left -= 1
-                document.update(
-                    phase="Applying", progress={"workersSwitched": 1, "workersTotal": 2}
-                )
-                document["timings"]["firstSwitchAt"] = _now()
-                return dict(document)
-            now = _now()
-            document["timings"].update(lastSwitchAt=now, completedAt=now)
-            if plan.fails:
-                document.update(phase="Failed", message="workers did not switch (testing switch)")
-            else:
-                document.update(
-                    phase="Completed",
-                    delayMs=12.5,
-                    progress={"workersSwitched": 2, "workersTotal": 2},
-                )
-            return dict(document)
-
-    def finish_all(self) -> None:
-        """Let every plan complete on its next poll."""
-        with self._lock:
-            for plan in self._plans.values():
-                plan.polls_left = 0
-
-    async def health(self, job: JobAddress) -> AgentHealth:
-        self._check(job, "health")
-        running = self._running(job.name)
-        return AgentHealth(
-            ready=self.ready,
-            config_version=self._config_version.get(job.name, 1),
-            operators={},
-            active_plan=running.id if running else None,
-            workers=2,
-            message="" if self.ready else "waiting for the driver's first progress report",
-        )
-
-    async def loads(self, job: JobAddress) -> Loads | None:
-        self._check(job, "loads")
-        return self.loads_by_job.get(job.name)
-
-    async def close(self) -> None:
-        pass
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")

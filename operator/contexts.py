@@ -1,8 +1,8 @@
 """What every handler gets: the Kubernetes door, the agent link, the clock and intervals.
 
 One `OperatorContext` is built by `swivel operator` (or by a test) and closed over when the
-handlers are registered, so a test swaps the agent for `TestingAgentLink` and the clock for
-a fixed one without touching module globals.
+handlers are registered, so a test swaps the agent for its in-memory fake
+(`tests/fakes_agent.py`) and the clock for a fixed one without touching module globals.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Reconfiguration decisions (pure): admission and queueing, the plan, the agent's answers,
-status.
+"""Reconfiguration decisions (pure): admission and queueing, the agent's answers (its plan
+is the one status shows: the operator never plans), status.
 
 The handlers in `reconfigurations` observe (the object, its job, its siblings, the agent),
 call these functions, and carry out the returned `Decision`. One reconfiguration runs at a
@@ -10,7 +10,6 @@ queue from the same view of the job's siblings, so no lock across objects is nee
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,17 +17,9 @@ from typing import Any
 
 from swivel.api.conditions import Condition, ConditionStatus, set_condition
 from swivel.api.phases import FINAL_PHASES
-from swivel.api.reconfiguration import (
-    Progress,
-    ReconfigurationSpec,
-    ReconfigurationStatus,
-    Timings,
-)
-from swivel.api.streamjob import StreamJob
-from swivel.controllers.planning import assumed_assignment, plan_reconfiguration
+from swivel.api.reconfiguration import Progress, ReconfigurationStatus, Timings
 from swivel.operator.phases import ACTIVE, WAITING, Phase, Reason, parse_phase, transition
 
-logger = logging.getLogger(__name__)
 AGENT_TIMINGS = frozenset(
     {"acceptedAt", "firstSwitchAt", "lastSwitchAt", "inEffectAt", "completedAt"}
 )
@@ -79,31 +70,14 @@ def admit(
     return Decision(Phase.PLANNED, Reason.PLANNED, "planned; sending to the agent")
 
 
-class Planning:
-    """The plan (`status.plan` and `status.kind`) of an admitted Reconfiguration, made when
-    first needed: after the submit (the agent plans for itself), so planning is not on the
-    way to the agent. It is written with the agent's answer."""
-
-    def __init__(self, job: StreamJob, spec: ReconfigurationSpec, executors: int) -> None:
-        self._job, self._spec, self._executors = job, spec, executors
-        self._fields: dict[str, Any] | None = None
-
-    def fields(self) -> dict[str, Any]:
-        """{plan, kind}; {} if planning fails (the agent, which plans for itself, has the
-        last word: its plan is followed all the same, and a retry must not fail again)."""
-        if self._fields is None:
-            assignment = assumed_assignment(self._job.spec.dataflow.bins, self._executors)
-            try:
-                plan = plan_reconfiguration(
-                    self._job.spec,
-                    self._spec,
-                    current_assignment=assignment,
-                ).to_dict()
-            except Exception:
-                logger.exception("planning %s failed; status.plan stays empty", self._job.name)
-                plan = None
-            self._fields = {"plan": plan, "kind": plan["kind"]} if plan else {}
-        return dict(self._fields)
+def plan_fields(document: Mapping[str, Any]) -> dict[str, Any]:
+    """`status.plan` and `status.kind` from the agent's plan document: the plan the agent
+    made and carries out is the one shown (the operator never plans for itself); {} when
+    the document has none."""
+    plan = document.get("plan")
+    if not isinstance(plan, Mapping) or not plan:
+        return {}
+    return {"plan": dict(plan), "kind": plan.get("kind")}
 
 
 def after_rejection(
@@ -119,22 +93,21 @@ def after_rejection(
     return Decision(Phase.FAILED, Reason.REJECTED, f"agent answered {status}: {lines}")
 
 
-def from_agent_plan(document: Mapping[str, Any], plan: Mapping[str, Any] | None) -> Decision:
-    """The agent's plan document → phase, progress, timings and delay."""
+def from_agent_plan(document: Mapping[str, Any]) -> Decision:
+    """The agent's plan document → phase, progress, timings and delay. Bins and steps are
+    the driver's migration report as the agent relays it (what moved, not what a plan
+    expected to move)."""
     agent_phase = document.get("phase")
     progress = document.get("progress") or {}
-    migration = (plan or {}).get("migration") or {}
-    moves = migration.get("moves") or []
-    steps = migration.get("steps") or []
     done = agent_phase == "Completed"
     updates: dict[str, Any] = {
         "progress": Progress(
             workers_switched=int(progress.get("workersSwitched") or 0),
             workers_total=int(progress.get("workersTotal") or 0),
-            bins_moved=len(moves) if done else 0,
-            bins_total=len(moves),
-            step=len(steps) if done else 0,
-            steps=len(steps),
+            bins_moved=int(progress.get("binsMoved") or 0),
+            bins_total=int(progress.get("binsTotal") or 0),
+            step=int(progress.get("step") or 0),
+            steps=int(progress.get("steps") or 0),
         ),
         "delay_ms": document.get("delayMs"),  # in effect (jobs/agent/plans.py)
         "armed_ms": document.get("armedMs"),

@@ -47,12 +47,12 @@ from swivel.operator.joblabels import missing_job_label, reconfigurations_of
 from swivel.operator.phases import WAITING, Phase, Reason
 from swivel.operator.reconciling import (
     Decision,
-    Planning,
     Sibling,
     admit,
     after_rejection,
     apply_decision,
     from_agent_plan,
+    plan_fields,
 )
 from swivel.operator.recording import record_on_job
 
@@ -164,17 +164,17 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
             return True
         job_body = await _job_body(ctx, namespace, spec.job_ref.name)
         job = _parse_job(job_body)
-        planned: Planning | None = None
+        admitted = False
         if current.status.phase in WAITING or current.status.phase is Phase.PLANNED:
             async with ctx.submissions.submitting():
                 if current.status.phase in WAITING:
-                    planned = await _admit(current, spec, job_body, job)
-                    if planned is None:
+                    admitted = await _admit(current, spec, job_body, job)
+                    if not admitted:
                         return current.status.phase in FINAL_PHASES
-                document = await _submit(current, spec, job_body, planned)
+                document = await _submit(current, spec, job_body, admitted)
             if document is not None:
                 await ctx.submissions.settled()  # other objects' submits first
-                await _accepted(current, spec, document, planned)
+                await _accepted(current, spec, document)
         if current.status.phase is Phase.APPLYING:
             await _follow(current, job_body)
     if current.status.phase not in FINAL_PHASES:
@@ -214,24 +214,20 @@ async def _siblings(ctx: OperatorContext, namespace: str, job: str) -> list[Sibl
     return [Sibling.of(i) for i in await reconfigurations_of(ctx, namespace, job)]
 
 
-def _fields(planned: Planning | None) -> dict[str, Any]:
-    return planned.fields() if planned is not None else {}
-
-
 async def _admit(
     current: Step,
     spec: ReconfigurationSpec,
     job_body: Mapping[str, Any] | None,
     job: StreamJob | SpecError | None,
-) -> Planning | None:
-    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued, written; or, when this
-    one may go now, its `Planning`, not written: `_submit` writes the plan together with the
-    agent's answer (one status write instead of two; the object is the head of its job's
-    queue, so its siblings keep waiting meanwhile)."""
+) -> bool:
+    """Pending/Queued → Pending (no job) | Failed (invalid) | Queued, written, and False;
+    or True when this one may go now, not written: `_submit` writes Planned or Applying
+    with the agent's answer and plan (one status write instead of two; the object is the
+    head of its job's queue, so its siblings keep waiting meanwhile)."""
     if isinstance(job, SpecError):
         message = f"StreamJob {spec.job_ref.name} is invalid: {job}"
         await current.decide(Decision(Phase.PENDING, Reason.JOB_INVALID, message))
-        return None
+        return False
     problems: list[str] = []
     if job is not None and job_body is not None:
         try:
@@ -252,14 +248,12 @@ async def _admit(
         )
     if decision.phase is not Phase.PLANNED:
         await current.decide(decision)
-        return None
-    assert isinstance(job, StreamJob) and job_body is not None
-    executors = (job_body.get("status") or {}).get("executors") or job.spec.executor.instances
-    return Planning(job, spec, int(executors))
+        return False
+    return True
 
 
 async def _address(
-    current: Step, job_body: Mapping[str, Any] | None, planned: Planning | None = None
+    current: Step, job_body: Mapping[str, Any] | None, admitted: bool = False
 ) -> JobAddress | None:
     if job_body is None:
         await current.decide(
@@ -272,8 +266,8 @@ async def _address(
     )
     if address is None:
         message = "the job's agent token Secret does not exist yet"
-        phase = Phase.PLANNED if planned is not None else current.status.phase
-        await current.decide(Decision(phase, Reason.AGENT_UNREACHABLE, message, _fields(planned)))
+        phase = Phase.PLANNED if admitted else current.status.phase
+        await current.decide(Decision(phase, Reason.AGENT_UNREACHABLE, message))
     return address
 
 
@@ -296,16 +290,16 @@ async def _submit(
     current: Step,
     spec: ReconfigurationSpec,
     job_body: Mapping[str, Any] | None,
-    planned: Planning | None = None,
+    admitted: bool = False,
 ) -> dict[str, Any] | None:
-    """Planned (or just admitted, with `planned`): the agent's plan document when it accepted
-    (`_accepted` records it); otherwise → Planned (agent unreachable) | Queued (busy) |
-    Failed (rejected), written with the plan, or Applying when resumed, and None."""
+    """Planned (or just `admitted`): the agent's plan document when it accepted (`_accepted`
+    records it); otherwise → Planned (agent unreachable) | Queued (busy) | Failed (rejected:
+    the agent's `field: reason`), or Applying when resumed, and None."""
     if current.plan_id:  # accepted before a restart; the phase write did not happen
-        updates = {**_fields(planned), "agent_plan_id": current.plan_id}
+        updates = {"agent_plan_id": current.plan_id}
         await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed", updates))
         return None
-    address = await _address(current, job_body, planned)
+    address = await _address(current, job_body, admitted)
     if address is None:
         return None
     agents, manifest, key = current.ctx.agents, spec.to_manifest(), idempotency_key(current.obj)
@@ -314,40 +308,29 @@ async def _submit(
             current, address, lambda at: agents.submit(at, current.name, manifest, key=key)
         )
     except AgentUnreachable as error:
-        await current.decide(
-            Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error), _fields(planned))
-        )
+        await current.decide(Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error)))
         return None
     except AgentRejected as error:
         adopted = await _ours(current, address, error)
         if adopted is None:
-            rejected = after_rejection(error.status, error.errors, error.running_plan)
-            updates = {**_fields(planned), **rejected.updates}
-            await current.decide(
-                Decision(rejected.phase, rejected.reason, rejected.message, updates)
-            )
+            await current.decide(after_rejection(error.status, error.errors, error.running_plan))
             return None
         document = adopted
     return document
 
 
-async def _accepted(
-    current: Step,
-    spec: ReconfigurationSpec,
-    document: Mapping[str, Any],
-    planned: Planning | None,
-) -> None:
-    """The agent accepted `document` → Applying, with the plan when just admitted."""
-    plan_fields = _fields(planned)
+async def _accepted(current: Step, spec: ReconfigurationSpec, document: Mapping[str, Any]) -> None:
+    """The agent accepted `document` → Applying, with the agent's plan in status."""
     # The annotation first (a metadata write, before anything else can happen), then the
     # status with the same id: a restart in between finds the annotation (and a crash
     # before the annotation is harmless: the idempotency key gets the same plan back).
     await current.remember_plan_id(str(document["id"]), spec.job_ref.name)
-    decision = from_agent_plan(document, plan_fields.get("plan") or current.status.plan)
+    decision = from_agent_plan(document)
+    fields = plan_fields(document)
     message = f"the agent accepted plan {document['id']}"
-    if planned is not None:
-        message = f"planned ({plan_fields.get('kind')}); {message}"
-    updates = {**plan_fields, **decision.updates, "agent_plan_id": str(document["id"])}
+    if fields:
+        message = f"planned by the agent ({fields.get('kind')}); {message}"
+    updates = {**fields, **decision.updates, "agent_plan_id": str(document["id"])}
     await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, message, updates))
 
 
@@ -383,7 +366,14 @@ async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
         message = f"the agent no longer knows plan {plan_id} (its state was lost)"
         await current.decide(Decision(Phase.FAILED, Reason.PLAN_LOST, message))
         return
-    decision = from_agent_plan(document, current.status.plan)
+    decision = from_agent_plan(document)
+    if current.status.plan is None:  # accepted, then a restart before the status write
+        decision = Decision(
+            decision.phase,
+            decision.reason,
+            decision.message,
+            {**plan_fields(document), **decision.updates},
+        )
     await current.decide(decision)
     if decision.phase is Phase.COMPLETED and job_body is not None:
         spec = current.obj.get("spec") or {}

@@ -22,11 +22,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from swivel.operator.agents import TestingAgentLink
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.main import run
 from swivel.sandbox import SandboxThread
+from tests.fakes_agent import TestingAgentLink
 from tests.integration import sandboxing
 from tests.integration.sandboxing import GROUP, ROOT, VERSION, install_crds, sandbox_client
 
@@ -171,6 +171,7 @@ class Harness:
     def job(self, name: str = "fraud-detection") -> dict[str, Any]:
         body = self.example("streamjob.yaml")
         body["metadata"] = {"name": name}
+        self.link.job_specs[name] = body["spec"]  # the fake agent plans as the agent would
         return self.create("streamjobs", body)
 
     def run_driver(self, job: str = "fraud-detection") -> None:

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from swivel.operator.agents import TestingAgentLink
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
+from tests.fakes_agent import TestingAgentLink
 from tests.integration.operator.conftest import ROOT, Harness, OperatorThread, wait_for
 from tests.integration.sandboxing import sandbox_client
 

@@ -27,11 +27,12 @@ from swivel.jobs.agent.app import create_app
 from swivel.jobs.agent.auth import tls_context
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
-from swivel.operator.agents import ClientAgentLink, TestingAgentLink
+from swivel.operator.agents import ClientAgentLink
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.credentials import JobCredentials
 from swivel.sandbox import SandboxThread
+from tests.fakes_agent import TestingAgentLink
 
 from .conftest import ROOT, Harness, OperatorThread, wait_for
 

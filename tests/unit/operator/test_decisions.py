@@ -17,7 +17,14 @@ from swivel.operator.classifying import classify
 from swivel.operator.naming import Owner
 from swivel.operator.phases import Phase, Reason, transition
 from swivel.operator.policies import automatic_reconfiguration, decide_rebalance, moves_of
-from swivel.operator.reconciling import Decision, Sibling, admit, apply_decision, from_agent_plan
+from swivel.operator.reconciling import (
+    Decision,
+    Sibling,
+    admit,
+    apply_decision,
+    from_agent_plan,
+    plan_fields,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -94,7 +101,7 @@ def test_a_completed_plan_sets_conditions_timings_and_progress() -> None:
         "progress": {"workersSwitched": 4, "workersTotal": 4},
         "timings": {"acceptedAt": "2026-01-01T00:00:00Z", "lastSwitchAt": "2026-01-01T00:00:01Z"},
     }
-    after = apply_decision(status, from_agent_plan(document, None), now=NOW, generation=1)
+    after = apply_decision(status, from_agent_plan(document), now=NOW, generation=1)
     conditions = {c.type: c for c in after.conditions}
     assert after.phase is Phase.COMPLETED
     assert conditions["Succeeded"].status == "True" and conditions["Failed"].status == "False"
@@ -118,7 +125,7 @@ def test_timings_the_status_does_not_have_are_left_out() -> None:
             "somethingNew": "2026-01-01T00:00:02Z",
         },
     }
-    after = apply_decision(status, from_agent_plan(document, None), now=NOW, generation=1)
+    after = apply_decision(status, from_agent_plan(document), now=NOW, generation=1)
     assert after.phase is Phase.COMPLETED
     assert after.timings is not None and after.timings.last_switch_at is not None
 
@@ -186,3 +193,38 @@ def test_an_imbalanced_round_becomes_an_automatic_reconfiguration(job: StreamJob
     assert recon["metadata"]["labels"]["swivel.dev/automatic"] == "true"
     assert recon["metadata"]["labels"]["swivel.dev/policy"] == "rebalance"
     assert recon["spec"]["moves"][0]["to"] == "1"
+
+
+def test_status_shows_the_agents_plan_and_the_drivers_bins() -> None:
+    """The operator never plans: status.plan is the plan the agent made and runs, and the
+    bins moved are the driver's migration report as the agent relays it in its progress."""
+    agent_plan = {"kind": "migration", "components": [], "migration": {"moves": [[3, "0", "1"]]}}
+    document = {
+        "phase": "Applying",
+        "plan": agent_plan,
+        "progress": {
+            "workersSwitched": 0,
+            "workersTotal": 0,
+            "binsMoved": 1,
+            "binsTotal": 2,
+            "step": 1,
+            "steps": 2,
+        },
+    }
+    assert plan_fields(document) == {"plan": agent_plan, "kind": "migration"}
+    assert plan_fields({"phase": "Applying"}) == {}
+    status = apply_decision(
+        ReconfigurationStatus(phase=Phase.APPLYING),
+        Decision(
+            Phase.APPLYING,
+            Reason.APPLYING,
+            "",
+            {**plan_fields(document), **from_agent_plan(document).updates},
+        ),
+        now=NOW,
+        generation=1,
+    )
+    assert status.plan == agent_plan and status.kind == "migration"
+    assert status.progress is not None
+    assert (status.progress.bins_moved, status.progress.bins_total) == (1, 2)
+    assert (status.progress.step, status.progress.steps) == (1, 2)
