@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from swivel.controllers.assignments import apply_moves
-from swivel.jobs.migration.executor import BinMover, Migration
+from swivel.jobs.migration.executor import BinMover
+from swivel.jobs.migration.migrations import Migration
 
 ACTIONS = ("move-bins", "request-executors", "kill-executors")
 Reporter = Callable[[dict[str, Any]], None]

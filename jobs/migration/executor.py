@@ -25,6 +25,10 @@ waited for rather than bypassed, and restored when it ends. A query without a
 `foreachBatch` sink can call `boundary(batch_id)` from a `StreamingQueryListener`
 (`onQueryProgress`); the next batch may then already be scheduled, so moves can land one
 batch late -- the verifier catches and retries those.
+
+The records it fills in (`Migration`, `MoveOutcome`, `BatchRecord`) live in
+jobs/migration/migrations.py, so that code which only waits on a migration and reads its
+progress does not depend on how one is stepped.
 """
 
 from __future__ import annotations
@@ -34,107 +38,17 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from swivel.controllers.assignments import rebalance_for_executors
 from swivel.controllers.metatopology import MetaTopology, plan_meta_topology
-from swivel.controllers.migration import MigrationPlan, Move, Strategy, plan_migration
+from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 from swivel.controllers.planning import executor_ids_after_rescale
+from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 _ids = itertools.count(1)
-
-
-@dataclass
-class MoveOutcome:
-    move: Move
-    attempts: int = 0
-    issued_at_batch: int | None = None  # boundary after which it was (last) re-pointed
-    status: str = "pending"  # pending | issued | landed | elsewhere | failed
-    served_by: str | None = None
-    verified_in_batch: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "bin": self.move.bin,
-            "from": self.move.source,
-            "to": self.move.target,
-            "status": self.status,
-            "servedBy": self.served_by,
-            "attempts": self.attempts,
-            "batch": self.verified_in_batch,
-        }
-
-
-@dataclass
-class BatchRecord:
-    """Which executor served each bin in one batch (from the task list)."""
-
-    batch_id: int
-    served: dict[int, str]
-    duplicates: tuple[int, ...]  # bins with more than one successful task in the batch
-    task_ms: dict[int, float] = field(default_factory=dict)  # bin -> its task's duration
-
-
-@dataclass
-class Migration:
-    id: str
-    plan: MigrationPlan
-    meta_topology: MetaTopology | None = None
-    kind: str = "move-bins"
-    phase: str = "Pending"  # Pending | Running | Completed | Failed
-    step: int = 0  # steps applied so far
-    started_at: float | None = None
-    finished_at: float | None = None
-    first_batch: int | None = None
-    last_batch: int | None = None
-    outcomes: dict[int, MoveOutcome] = field(default_factory=dict)
-    message: str = ""
-    done: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def moved(self) -> int:
-        return sum(1 for o in self.outcomes.values() if o.status == "landed")
-
-    @property
-    def total(self) -> int:
-        return len(self.plan.moves)
-
-    @property
-    def landed_elsewhere(self) -> list[MoveOutcome]:
-        return [o for o in self.outcomes.values() if o.status in ("elsewhere", "failed")]
-
-    @property
-    def duration_s(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return self.finished_at - self.started_at
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "phase": self.phase,
-            "strategy": str(self.plan.strategy),
-            "step": self.step,
-            "steps": self.plan.step_count,
-            "binsMoved": self.moved,
-            "binsTotal": self.total,
-            "firstBatch": self.first_batch,
-            "lastBatch": self.last_batch,
-            "durationS": self.duration_s,
-            "landedElsewhere": [o.to_dict() for o in self.landed_elsewhere],
-            "retries": sum(max(0, o.attempts - 1) for o in self.outcomes.values()),
-            "message": self.message,
-            "plan": self.plan.to_dict(),
-            "metaTopology": self.meta_topology.to_dict() if self.meta_topology else None,
-        }
-
-
-class MigrationError(RuntimeError):
-    pass
 
 
 class BinMover:

@@ -37,8 +37,9 @@ from swivel.controllers.flux import (
     memory_round,
     next_collection_s,
 )
-from swivel.jobs.migration.executor import BinMover, Migration
+from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import LoadSnapshot, collect_loads, measure
+from swivel.jobs.migration.migrations import Migration
 
 POLICIES = ("rebalance", "memory", "aimd")
 

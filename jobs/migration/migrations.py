@@ -1,0 +1,108 @@
+"""What a migration is while it runs: its moves' outcomes, the per-batch record of which
+executor served each bin, and the progress document built from both.
+
+These are plain records, apart from `BinMover` (jobs/migration/executor.py) which fills
+them in, because their readers -- the driver's action handler, the Flux policies, the
+benchmark harness -- only wait on a `Migration` and read its progress; they never step one.
+`Migration.to_dict` is the progress document the driver posts to the agent
+(`POST /v1/driver/migration`, docs/control-protocol.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.controllers.metatopology import MetaTopology
+from swivel.controllers.migration import MigrationPlan, Move
+
+
+@dataclass
+class MoveOutcome:
+    move: Move
+    attempts: int = 0
+    issued_at_batch: int | None = None  # boundary after which it was (last) re-pointed
+    status: str = "pending"  # pending | issued | landed | elsewhere | failed
+    served_by: str | None = None
+    verified_in_batch: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bin": self.move.bin,
+            "from": self.move.source,
+            "to": self.move.target,
+            "status": self.status,
+            "servedBy": self.served_by,
+            "attempts": self.attempts,
+            "batch": self.verified_in_batch,
+        }
+
+
+@dataclass
+class BatchRecord:
+    """Which executor served each bin in one batch (from the task list)."""
+
+    batch_id: int
+    served: dict[int, str]
+    duplicates: tuple[int, ...]  # bins with more than one successful task in the batch
+    task_ms: dict[int, float] = field(default_factory=dict)  # bin -> its task's duration
+
+
+@dataclass
+class Migration:
+    id: str
+    plan: MigrationPlan
+    meta_topology: MetaTopology | None = None
+    kind: str = "move-bins"
+    phase: str = "Pending"  # Pending | Running | Completed | Failed
+    step: int = 0  # steps applied so far
+    started_at: float | None = None
+    finished_at: float | None = None
+    first_batch: int | None = None
+    last_batch: int | None = None
+    outcomes: dict[int, MoveOutcome] = field(default_factory=dict)
+    message: str = ""
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def moved(self) -> int:
+        return sum(1 for o in self.outcomes.values() if o.status == "landed")
+
+    @property
+    def total(self) -> int:
+        return len(self.plan.moves)
+
+    @property
+    def landed_elsewhere(self) -> list[MoveOutcome]:
+        return [o for o in self.outcomes.values() if o.status in ("elsewhere", "failed")]
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "phase": self.phase,
+            "strategy": str(self.plan.strategy),
+            "step": self.step,
+            "steps": self.plan.step_count,
+            "binsMoved": self.moved,
+            "binsTotal": self.total,
+            "firstBatch": self.first_batch,
+            "lastBatch": self.last_batch,
+            "durationS": self.duration_s,
+            "landedElsewhere": [o.to_dict() for o in self.landed_elsewhere],
+            "retries": sum(max(0, o.attempts - 1) for o in self.outcomes.values()),
+            "message": self.message,
+            "plan": self.plan.to_dict(),
+            "metaTopology": self.meta_topology.to_dict() if self.meta_topology else None,
+        }
+
+
+class MigrationError(RuntimeError):
+    pass
