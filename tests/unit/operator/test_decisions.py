@@ -16,7 +16,7 @@ from swivel.operator.agents import Loads
 from swivel.operator.classifying import classify
 from swivel.operator.naming import Owner
 from swivel.operator.phases import Phase, Reason, transition
-from swivel.operator.policies import automatic_reconfiguration, decide_rebalance, moves_of
+from swivel.operator.policy_decisions import automatic_reconfiguration, decide_rebalance, moves_of
 from swivel.operator.reconciling import (
     Decision,
     Sibling,

@@ -14,7 +14,7 @@ from swivel.api.streamjob import StreamJob
 from swivel.controllers import aimd
 from swivel.operator.agents import Loads
 from swivel.operator.naming import Owner
-from swivel.operator.policies import (
+from swivel.operator.policy_decisions import (
     INPUTS_ANNOTATION,
     automatic_reconfiguration,
     decide_memory,
