@@ -9,13 +9,15 @@ STAMP  := $(VENV)/.installed
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# The product and its developer tools (tools/: the sandbox, the benchmarks), both editable.
+# Two requirements because a setuptools extra cannot name a relative path (docs/packaging.md).
+$(STAMP): pyproject.toml tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./tools
 	touch $(STAMP)
 
-setup: $(STAMP) ## Create .venv and install swivel with its dev tools
+setup: $(STAMP) ## Create .venv and install swivel, its dev dependencies and swivel-tools
 
 demo: $(STAMP) ## Run the main job: the fraud-detection demo on local Spark (3-5 minutes)
 	$(BIN)/swivel demo
@@ -27,7 +29,7 @@ plan: $(STAMP) ## Dry-run plans of the example reconfigurations (no Spark)
 lint: $(STAMP) ## ruff, mypy, import layers, CRD drift
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy -p swivel
+	$(BIN)/mypy -p swivel -p swivel_tools
 	$(BIN)/lint-imports
 	$(BIN)/swivel crds --check
 	$(BIN)/python charts/swivel/hack/values_table.py --check

@@ -5,9 +5,10 @@
 
 What runs (all on this machine, no Spark):
 
-- the sandbox API server as a subprocess (`python -m swivel.sandbox --crds`, no kubelet);
+- the sandbox API server as a subprocess (`python -m swivel_tools.sandbox --crds`, no
+  kubelet);
 - the real operator as a subprocess, started the way `swivel sandbox up` starts it:
-  `python -m swivel.sandbox.network --map network.json -- operator --all-namespaces
+  `python -m swivel_tools.sandbox.network --map network.json -- operator --all-namespaces
   --standalone --metrics-port P` (production intervals: health 10 s, reconfiguration
   follow-up 2 s); it reaches each agent through the Service name
   `http://JOB-driver.NS.svc:8470`, which the map resolves to the agent's local port;
@@ -40,7 +41,8 @@ the same namespace (the steady state). `--keep-completed` keeps them, as users k
 after the other (e.g. `1,100@5,100`), each in its own namespace, its jobs deleted at its
 end. The report has, per Reconfiguration, the CPU ms of the sandbox, the operator and this
 process, and the API requests by client (the sandbox's `GET /sandbox/requests`).
-`--profile sample|trace` profiles the sandbox and the operator (`swivel.sandbox.sampling`).
+`--profile sample|trace` profiles the sandbox and the operator
+(`swivel_tools.sandbox.sampling`).
 """
 
 from __future__ import annotations
@@ -79,9 +81,9 @@ from swivel.jobs.agent.auth import tls_context
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 from swivel.operator.credentials import JobCredentials
-from swivel.sandbox import kubeconfig
-from swivel.sandbox.kubelet import die_with_parent
-from swivel.sandbox.network import NetworkMap
+from swivel_tools.sandbox import kubeconfig
+from swivel_tools.sandbox.kubelet import die_with_parent
+from swivel_tools.sandbox.network import NetworkMap
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "swivel.dev", "v1alpha1"
@@ -132,10 +134,11 @@ class Processes:
         self.url = ""
 
     def _spawn(self, argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-        if self.profile:  # python -m M ... -> python -m swivel.sandbox.sampling ... -- -m M ...
+        # python -m M ... -> python -m swivel_tools.sandbox.sampling ... -- -m M ...
+        if self.profile:
             trace = ["--trace"] if self.profile == "trace" else []
             out = log.with_suffix(".pstats" if trace else ".samples")
-            argv = [argv[0], "-m", "swivel.sandbox.sampling", *trace, "--out", str(out), "--",
+            argv = [argv[0], "-m", "swivel_tools.sandbox.sampling", *trace, "--out", str(out), "--",
                     *argv[1:]]  # fmt: skip
         with log.open("ab") as output:
             child = subprocess.Popen(
@@ -156,7 +159,7 @@ class Processes:
         env["PYTHONUNBUFFERED"] = "1"
         ready = self.workdir / "sandbox.ready"
         sandbox = self._spawn(
-            [sys.executable, "-m", "swivel.sandbox", "--crds", "--ready-file", str(ready)],
+            [sys.executable, "-m", "swivel_tools.sandbox", "--crds", "--ready-file", str(ready)],
             self.workdir / "sandbox.log",
             env,
         )
@@ -175,7 +178,7 @@ class Processes:
         kubeconfig.write(self.kubeconfig, self.url)
         NetworkMap().save(self.network_file)
         operator = [
-            sys.executable, "-m", "swivel.sandbox.network", "--map", str(self.network_file),
+            sys.executable, "-m", "swivel_tools.sandbox.network", "--map", str(self.network_file),
             "--", "operator", "--all-namespaces", "--standalone",
             "--metrics-port", str(self.metrics_port),
         ]  # fmt: skip
@@ -748,9 +751,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--workdir", type=Path, help="keep logs and agent state here")
     parser.add_argument("--profile", choices=("sample", "trace"), default="",
-                        help="profile the sandbox and the operator (swivel.sandbox.sampling): "
-                        "stack samples into WORKDIR/{sandbox,operator}.samples, or cProfile "
-                        "of every thread into WORKDIR/{sandbox,operator}.pstats")  # fmt: skip
+                        help="profile the sandbox and the operator "
+                        "(swivel_tools.sandbox.sampling): stack samples into "
+                        "WORKDIR/{sandbox,operator}.samples, or cProfile of every thread into "
+                        "WORKDIR/{sandbox,operator}.pstats")  # fmt: skip
     args = parser.parse_args(argv)
     counts = [scenario(c, args.rate) for c in args.jobs.split(",") if c.strip()]
     if args.workdir is not None:

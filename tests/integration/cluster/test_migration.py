@@ -15,7 +15,7 @@ from swivel.controllers.flux import LoadBalancePolicy
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.policies import run_round
-from swivel.jobs.migration.workload import KeyedWorkload
+from swivel_tools.bench.workload import KeyedWorkload
 
 from .conftest import BINS
 

@@ -25,7 +25,7 @@ from kubernetes import client
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.main import run
-from swivel.sandbox import SandboxThread
+from swivel_tools.sandbox import SandboxThread
 from tests.fakes_agent import TestingAgentLink
 from tests.integration import sandboxing
 from tests.integration.sandboxing import GROUP, ROOT, VERSION, install_crds, sandbox_client

@@ -27,7 +27,7 @@ import pytest
 from kubernetes import client
 
 from swivel.operator.images import ALLOWED_ENV
-from swivel.sandbox import SandboxThread
+from swivel_tools.sandbox import SandboxThread
 from tests.fakes_agent import TestingAgentLink
 from tests.integration.operator.bad_input_corpus import SENTINEL, Case, cases, encode
 from tests.integration.operator.conftest import GROUP, VERSION, Harness, wait_for

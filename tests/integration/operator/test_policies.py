@@ -31,7 +31,7 @@ from swivel.operator.agents import ClientAgentLink
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.credentials import JobCredentials
-from swivel.sandbox import SandboxThread
+from swivel_tools.sandbox import SandboxThread
 from tests.fakes_agent import TestingAgentLink
 
 from .conftest import ROOT, Harness, OperatorThread, wait_for

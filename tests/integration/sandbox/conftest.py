@@ -24,7 +24,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
-from swivel.sandbox import SandboxThread
+from swivel_tools.sandbox import SandboxThread
 from tests.integration import sandboxing
 
 KUBECONFIG_ENV = "SWIVEL_E2E_KUBECONFIG"

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from kubernetes import client, config
 
-from swivel.cli.sandbox import command
+from swivel_tools.cli.sandbox import command
 
 
 def _alive(pid: int) -> bool:
@@ -17,7 +17,7 @@ def _alive(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"swivel.sandbox" in cmdline
+    return b"swivel_tools.sandbox" in cmdline
 
 
 def test_up_serves_the_swivel_crds_and_down_stops_it(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from swivel.sandbox import SandboxThread
+from swivel_tools.sandbox import SandboxThread
 
 ROOT = Path(__file__).resolve().parents[3]
 GROUP, VERSION, PLURAL = "swivel.dev", "v1alpha1", "streamjobs"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from swivel.sandbox import SandboxThread, kubeconfig
-from swivel.sandbox.registry import Registry
+from swivel_tools.sandbox import SandboxThread, kubeconfig
+from swivel_tools.sandbox.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBECTL = shutil.which("kubectl")

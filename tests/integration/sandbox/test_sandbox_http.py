@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from swivel.sandbox import SandboxThread
+from swivel_tools.sandbox import SandboxThread
 
 
 @pytest.fixture(scope="module")

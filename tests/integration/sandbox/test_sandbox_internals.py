@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
-from swivel.sandbox import patching, routing, schemas, tables
-from swivel.sandbox.errors import ApiError
-from swivel.sandbox.registry import Registry
-from swivel.sandbox.resources import Endpoint
-from swivel.sandbox.sampling import summary
-from swivel.sandbox.selectors import label_selector
-from swivel.sandbox.store import Store
+from swivel_tools.sandbox import patching, routing, schemas, tables
+from swivel_tools.sandbox.errors import ApiError
+from swivel_tools.sandbox.registry import Registry
+from swivel_tools.sandbox.resources import Endpoint
+from swivel_tools.sandbox.sampling import summary
+from swivel_tools.sandbox.selectors import label_selector
+from swivel_tools.sandbox.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
 MERGE = patching.MERGE_PATCH
@@ -257,9 +257,9 @@ def test_status_bodies_are_json_status_objects() -> None:
 
 @pytest.mark.parametrize("trace", [False, True])
 def test_the_profiler_runs_a_module_and_leaves_its_profile(tmp_path: Path, trace: bool) -> None:
-    """`python -m swivel.sandbox.sampling` (what `operator_reaction.py --profile` uses)."""
+    """`python -m swivel_tools.sandbox.sampling` (what `operator_reaction.py --profile` uses)."""
     out = tmp_path / ("profile.pstats" if trace else "profile.samples")
-    command = [sys.executable, "-m", "swivel.sandbox.sampling", "--out", str(out)]
+    command = [sys.executable, "-m", "swivel_tools.sandbox.sampling", "--out", str(out)]
     command += ["--trace"] if trace else ["--every", "0.001"]
     command += ["--", "-m", "timeit", "-n", "20000", "sorted(range(300), key=str)"]
     subprocess.run(command, check=True, capture_output=True, timeout=120)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from swivel.sandbox import SandboxThread
-from swivel.sandbox.kubelet import Kubelet
+from swivel_tools.sandbox import SandboxThread
+from swivel_tools.sandbox.kubelet import Kubelet
 from tests.integration.sandboxing import ROOT, sandbox_client, wait_for
 
 __all__ = ["ROOT", "KubeletSandbox", "wait_for"]

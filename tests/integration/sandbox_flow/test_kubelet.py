@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from swivel.sandbox import containers
-from swivel.sandbox.network import PORTS_ANNOTATION, NetworkMap
+from swivel_tools.sandbox import containers
+from swivel_tools.sandbox.network import PORTS_ANNOTATION, NetworkMap
 
 from .conftest import ROOT, KubeletSandbox, wait_for
 
@@ -361,7 +361,7 @@ def test_up_without_the_operator_runs_pods_and_down_stops_them(tmp_path: Path) -
     from click.testing import CliRunner
     from kubernetes import client, config
 
-    from swivel.cli.sandbox import command as sandbox
+    from swivel_tools.cli.sandbox import command as sandbox
 
     kubeconfig = tmp_path / "kc"
     runner = CliRunner()

@@ -24,7 +24,7 @@ import yaml
 from click.testing import CliRunner
 from kubernetes import client, config
 
-from swivel.cli.sandbox import command as sandbox
+from swivel_tools.cli.sandbox import command as sandbox
 
 from .conftest import ROOT, wait_for
 

@@ -15,7 +15,7 @@ import pytest
 
 from swivel.embedded.cold import stop_python_workers
 from swivel.embedded.effect import measure
-from swivel.embedded.timeline import plot_switch
+from swivel_tools.bench.timeline import plot_switch
 
 REQUEST = 1000.0
 
