@@ -20,7 +20,8 @@ RUN mkdir swivel && touch swivel/__init__.py \
  && pip uninstall --yes swivel \
  && rm -rf swivel build
 # Then the sources. `swivel/operator`, `swivel/controllers` and `swivel/jobs` are relative
-# symlinks to the top-level folders, so those are copied beside it.
+# symlinks to the top-level folders, so those are copied beside it. `tools/` (the sandbox
+# and the benchmarks, the swivel-tools distribution) is not: the image is the product.
 COPY swivel ./swivel
 COPY operator ./operator
 COPY controllers ./controllers
