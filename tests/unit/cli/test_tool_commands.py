@@ -73,3 +73,18 @@ def test_without_the_tools_the_product_commands_still_work() -> None:
     assert "sandbox" in listing.stdout and "bench" in listing.stdout  # listed, as placeholders
     assert swivel("crds", "--help", tools=False).returncode == 0
     assert swivel("demo", "--help", tools=False).returncode == 0
+
+
+def test_every_product_module_imports_without_the_tools() -> None:
+    # import-linter forbids `swivel` to import `swivel_tools` by name; this also catches an
+    # import by string (importlib, `python -m`) of a module that moved to tools/.
+    code = (
+        BLOCK_TOOLS + "import importlib, pkgutil, swivel; "
+        "names = [m.name for m in pkgutil.walk_packages(swivel.__path__, 'swivel.')]; "
+        "[importlib.import_module(n) for n in names]; print(len(names))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout) > 100  # the walk saw the whole package
