@@ -19,6 +19,9 @@ from swivel.jobs.agent.plans import PlanRecord
 # Carried out by MigrationDriver (jobs/migration/driver.py imports it from here: the agent
 # must not import the driver's module, which imports pyspark).
 COORDINATION_ACTION = "set-coordination"
+# What the driver's MigrationDriver carries out (jobs/migration/actions.py), built here from
+# an accepted spec: the agent owns the wire form, the driver imports it.
+MIGRATION_ACTIONS = ("move-bins", "request-executors", "kill-executors")
 DONE = "doneAt"  # agent-side mark in a kept action (durable); never handed out
 KEPT_ACTIONS = 100
 
@@ -90,3 +93,23 @@ def of_plan(action: Mapping[str, Any], record: PlanRecord) -> bool:
     if action.get("action") == "restart":
         return action.get("configVersion") == record.to_config_version
     return action.get("planId") == record.id
+
+
+def driver_action(plan_id: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The driver action for a Reconfiguration spec (wire form), None if it moves nothing."""
+    migration = dict(spec.get("migration") or {})
+    if spec.get("rescale"):
+        return {
+            "action": "request-executors",
+            "planId": plan_id,
+            "executors": int(spec["rescale"]["executors"]),
+            "migration": migration,
+        }
+    if spec.get("moves"):
+        return {
+            "action": "move-bins",
+            "planId": plan_id,
+            "moves": [{"bins": list(m["bins"]), "to": str(m["to"])} for m in spec["moves"]],
+            "migration": migration,
+        }
+    return None

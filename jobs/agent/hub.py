@@ -24,7 +24,13 @@ from swivel.api.phases import FINAL_PHASES, PlanPhase
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
 from swivel.jobs.agent.acks import AcksRejected, implausible, parse_acks, transient
-from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, DriverActions, of_plan
+from swivel.jobs.agent.driver_actions import (
+    COORDINATION_ACTION,
+    MIGRATION_ACTIONS,
+    DriverActions,
+    driver_action,
+    of_plan,
+)
 from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanRecord, Timings
@@ -43,8 +49,6 @@ from swivel.jobs.agent.wire import BodyRejected, CoordinationReport, MigrationRe
 from swivel.jobs.agent.workers import WorkerRegistry
 from swivel.jobs.control.recording import record_update
 from swivel.jobs.control.snapshots import Snapshot
-from swivel.jobs.migration.actions import ACTIONS as MIGRATION_ACTIONS
-from swivel.jobs.migration.actions import driver_action
 
 MAX_BATCH_JUMP = 1_000_000  # a driver's batch id this far beyond the last one is a lie
 

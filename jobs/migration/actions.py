@@ -15,8 +15,9 @@ Progress (`POST /v1/driver/migration`), after every boundary of a running migrat
     {"planId": "p-3", "phase": "Running", "binsMoved": 1, "binsTotal": 2, "step": 1,
      "steps": 2, "landedElsewhere": [], "retries": 0, "metaTopology": {...}}
 
-`driver_action` builds the action the agent queues for an accepted Reconfiguration;
-`MigrationActions.handle` carries one out in the driver (a control thread: a rescale blocks
+The agent builds the action it queues for an accepted Reconfiguration
+(`swivel.jobs.agent.driver_actions.driver_action`); `MigrationActions.handle` carries one
+out in the driver (a control thread: a rescale blocks
 until executors registered and bins moved).
 """
 
@@ -27,31 +28,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from swivel.controllers.assignments import apply_moves
+from swivel.jobs.agent.driver_actions import MIGRATION_ACTIONS
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
 
-ACTIONS = ("move-bins", "request-executors", "kill-executors")
 Reporter = Callable[[dict[str, Any]], None]
-
-
-def driver_action(plan_id: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The driver action for a Reconfiguration spec (wire form), None if it moves nothing."""
-    migration = dict(spec.get("migration") or {})
-    if spec.get("rescale"):
-        return {
-            "action": "request-executors",
-            "planId": plan_id,
-            "executors": int(spec["rescale"]["executors"]),
-            "migration": migration,
-        }
-    if spec.get("moves"):
-        return {
-            "action": "move-bins",
-            "planId": plan_id,
-            "moves": [{"bins": list(m["bins"]), "to": str(m["to"])} for m in spec["moves"]],
-            "migration": migration,
-        }
-    return None
 
 
 def progress_report(plan_id: str | None, migration: Migration) -> dict[str, Any]:
@@ -75,10 +56,10 @@ class MigrationActions:
             self.report({"planId": self.plan_ids.get(str(body.get("id"))), **body})
 
     def handle(self, action: Mapping[str, Any], *, block: bool = False) -> bool:
-        """Carry out `action` if it is one of `ACTIONS` (False: not ours). Rescales run in
+        """Carry out `action` if it is one of `MIGRATION_ACTIONS` (False: not ours). Rescales run in
         a thread unless `block`."""
         kind = action.get("action")
-        if kind not in ACTIONS:
+        if kind not in MIGRATION_ACTIONS:
             return False
         if block:
             self._run(action)

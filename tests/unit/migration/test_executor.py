@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from swivel.jobs.migration.actions import driver_action
+from swivel.jobs.agent.driver_actions import driver_action
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.spark_internals import (
     ExecutorInfo,
