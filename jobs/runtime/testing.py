@@ -29,9 +29,10 @@ from swivel.api.streamjob import (
     StreamJobSpec,
     TriggerSpec,
 )
-from swivel.controllers.checker import Verdict, check_schedule, parse_schedule
+from swivel.controllers.checker import Verdict, check_schedule
 from swivel.controllers.mcs import plan_mcs
 from swivel.controllers.planning import dataflow_of
+from swivel.controllers.schedule_parsing import parse_schedule
 from swivel.jobs.control.recording import merge_schedule, record_update
 from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.driver import JobRuntime

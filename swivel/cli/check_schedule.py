@@ -18,8 +18,8 @@ from swivel.controllers.checker import (
     Verdict,
     Violation,
     check_schedule,
-    iter_events,
 )
+from swivel.controllers.schedule_parsing import iter_events
 
 EXIT_SERIALIZABLE = 0
 EXIT_NOT_SERIALIZABLE = 1

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from swivel.controllers.checker import Verdict, check_schedule, parse_schedule
+from swivel.controllers.checker import Verdict, check_schedule
+from swivel.controllers.schedule_parsing import parse_schedule
 from swivel.jobs.control.recording import complete_lines
 
 

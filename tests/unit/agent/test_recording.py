@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swivel.controllers.checker import check_schedule, iter_events
+from swivel.controllers.checker import check_schedule
+from swivel.controllers.schedule_parsing import iter_events
 from swivel.jobs.control.recording import ProcessRecorder, merge_schedule, record_update
 
 

@@ -23,10 +23,9 @@ from swivel.controllers.checker import (
     Violation,
     check_schedule,
     is_acyclic,
-    iter_events,
-    parse_schedule,
     precedence_graph,
 )
+from swivel.controllers.schedule_parsing import iter_events, parse_schedule
 
 
 def update(operator: str, old: int, new: int, txn: int | None = None, line: int = 0) -> UpdateEvent:

@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd  # type: ignore[import-untyped]
 import pytest
 
-from swivel.controllers.checker import UpdateEvent, check_schedule, iter_events
+from swivel.controllers.checker import UpdateEvent, check_schedule
+from swivel.controllers.schedule_parsing import iter_events
 from swivel.jobs.control.recording import complete_lines
 from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime import operators
