@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from swivel.jobs.agent.auth import Role, role_token
+from swivel.jobs.agent.auth import RoleTokens
 from swivel.operator.naming import Manifest, Names, Owner, child_metadata
 
 TOKEN_KEY = "token"
@@ -42,23 +42,6 @@ CA_KEY = "ca.crt"
 CERT_KEY = "tls.crt"
 PRIVATE_KEY_KEY = "tls.key"
 VALIDITY = datetime.timedelta(days=3650)  # the job's lifetime; the Secret goes with the job
-
-
-class RoleTokens:
-    """The driver's and the workers' tokens, derived from the operator's `token`
-    (`swivel.jobs.agent.auth.role_token`): the one spelling for whoever holds the operator's
-    token and hands the others on (`JobCredentials` here, `swivel.embedded.agents.LocalAgent`
-    for a local job)."""
-
-    token: str
-
-    @property
-    def driver_token(self) -> str:
-        return role_token(self.token, Role.DRIVER)
-
-    @property
-    def worker_token(self) -> str:
-        return role_token(self.token, Role.WORKER)
 
 
 @dataclass(frozen=True)

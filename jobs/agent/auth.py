@@ -90,6 +90,23 @@ def role_tokens(operator_token: str) -> dict[Role, str]:
     return {role: role_token(operator_token, role) for role in Role}
 
 
+class RoleTokens:
+    """The driver's and the workers' tokens, derived from the operator's `token`
+    (`role_token`): the one spelling for whoever holds the operator's token and hands the
+    others on (`swivel.operator.credentials.JobCredentials`, and
+    `swivel.embedded.agents.LocalAgent` for a local job)."""
+
+    token: str
+
+    @property
+    def driver_token(self) -> str:
+        return role_token(self.token, Role.DRIVER)
+
+    @property
+    def worker_token(self) -> str:
+        return role_token(self.token, Role.WORKER)
+
+
 def _presented(authorization: str | None) -> bytes | None:
     """The bearer token of an Authorization header as bytes, None when there is none.
 

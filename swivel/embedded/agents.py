@@ -25,8 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swivel.jobs.agent.auth import RoleTokens
 from swivel.jobs.migration.cluster import die_with_parent
-from swivel.operator.credentials import RoleTokens
 
 
 class AgentStartFailed(RuntimeError):  # noqa: N818 - the name is the condition
