@@ -10,14 +10,15 @@ the annotation is moved on to Applying, a 409 whose running plan has our name is
 and a resubmission carries the idempotency key. Status is written straight away through
 the `Cluster` (not at the end of the handler); what follows an acceptance waits until no
 other step is on its way to a submit (`contexts.Submissions`: submits first in a burst).
+
+The writes a step makes go through `Step` (operator/reconfiguration_steps.py); the task
+that runs a step until the object settles, and the kopf handler that starts it, are in
+operator/reconfiguration_following.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 
 import kopf
@@ -29,11 +30,10 @@ from swivel.api.functions import spec_problems
 from swivel.api.phases import FINAL_PHASES
 from swivel.api.reconfiguration import (
     ReconfigurationSpec,
-    ReconfigurationStatus,
     validate_against_job,
 )
 from swivel.api.streamjob import StreamJob
-from swivel.operator import events, metrics
+from swivel.operator import metrics
 from swivel.operator.admission import (
     RECONFIGURATION_SPEC_DEPTH,
     spec_bound_problem,
@@ -42,95 +42,23 @@ from swivel.operator.admission import (
 from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
 from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
-from swivel.operator.indexes import job_of
-from swivel.operator.joblabels import missing_job_label, reconfigurations_of
+from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.phases import WAITING, Phase, Reason
 from swivel.operator.reconciling import (
     Decision,
     Sibling,
     admit,
     after_rejection,
-    apply_decision,
     from_agent_plan,
     plan_fields,
 )
+from swivel.operator.reconfiguration_steps import Step
 from swivel.operator.recording import record_on_job
 
 PLURAL = "reconfigurations"
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
-PLAN_ID_ANNOTATION = f"{API_GROUP}/agent-plan-id"
-LEGACY_FINALIZER = f"{API_GROUP}/finalizer"  # kopf's, for the timer Reconfigurations once had
-FAILED_STEP_DELAY_S = 5.0
-logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class Step:
-    """One run over one Reconfiguration: its fresh body, and writing decisions back."""
-
-    def __init__(self, ctx: OperatorContext, obj: dict[str, Any]) -> None:
-        self.ctx, self.obj = ctx, obj
-        self.ref = Ref.of(obj)
-        metadata = obj["metadata"]
-        self.generation = metadata.get("generation")
-        try:
-            self.status = ReconfigurationStatus.model_validate(obj.get("status") or {})
-        except ValidationError:
-            self.status = ReconfigurationStatus()
-
-    @property
-    def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
-
-    @property
-    def plan_id(self) -> str | None:
-        annotated = (self.obj["metadata"].get("annotations") or {}).get(PLAN_ID_ANNOTATION)
-        return annotated or self.status.agent_plan_id
-
-    async def decide(self, decision: Decision) -> None:
-        before = self.status
-        created = self.obj["metadata"].get("creationTimestamp")
-        after = apply_decision(
-            before,
-            decision,
-            now=self.ctx.clock(),
-            generation=self.generation,
-            requested_at=datetime.fromisoformat(created) if created else None,
-        )
-        if after.to_manifest() == before.to_manifest():
-            return
-        self.obj = await self.ctx.cluster.patch(
-            self.ref, {"status": after.to_manifest()}, status=True
-        )
-        self.ctx.known.wrote(self.obj)
-        self.status = after
-        if before.phase is not after.phase or _reason(before) != decision.reason.value:
-            warning = after.phase is Phase.FAILED or decision.reason is Reason.AGENT_UNREACHABLE
-            events.emit(self.obj, decision.reason.value, decision.message, warning=warning)
-        if after.phase in FINAL_PHASES and before.phase not in FINAL_PHASES:
-            kind = after.kind or "unknown"
-            metrics.RECONFIGURATIONS.labels(after.phase.value, kind).inc()
-            if after.phase is Phase.FAILED:
-                metrics.FAILURES.labels("reconfiguration", decision.reason.value).inc()
-
-    async def remember_plan_id(self, plan_id: str, job: str) -> None:
-        """The plan id annotation, and the job label if missing: one metadata write."""
-        metadata: dict[str, Any] = {"annotations": {PLAN_ID_ANNOTATION: plan_id}}
-        labels = missing_job_label(self.obj, job)
-        if labels:
-            metadata["labels"] = labels
-        self.obj = await self.ctx.cluster.patch(self.ref, {"metadata": metadata})
-        self.ctx.known.wrote(self.obj)
-
-
-def _reason(status: ReconfigurationStatus) -> str | None:
-    """The reason of the last decision (its `Succeeded` condition): an Event is posted when
-    the phase or the reason changes, not for every new progress message."""
-    for condition in status.conditions:
-        if condition.type == "Succeeded":
-            return condition.reason
-    return None
 
 
 async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = "") -> bool:
@@ -393,62 +321,3 @@ async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: s
     waiting.sort(key=lambda s: (s.created, s.name))
     if waiting and waiting[0].name != finished:
         await step(ctx, namespace, waiting[0].name, job)
-
-
-async def _follow_up(ctx: OperatorContext, namespace: str, name: str, job: str) -> None:
-    """Step one unfinished Reconfiguration now and then every `intervals.reconfiguration`
-    seconds until it settles: what a kopf timer did, without kopf's bookkeeping on the
-    object (a timer needs a finalizer: two more patches and watch events per object, and
-    the on.create handler's progress and last-handled annotations two or three more)."""
-    try:
-        while True:
-            try:
-                if await step(ctx, namespace, name, job):
-                    return
-                delay = ctx.intervals.reconfiguration
-            except kopf.TemporaryError as error:
-                delay = error.delay or ctx.intervals.reconfiguration
-            except Exception:  # logged; the next run retries, as a timer would
-                logger.exception("Reconfiguration %s/%s: step failed", namespace, name)
-                delay = FAILED_STEP_DELAY_S
-            await asyncio.sleep(delay)
-    finally:
-        ctx.followers.pop((namespace, name), None)
-
-
-def follow(ctx: OperatorContext, namespace: str, name: str, job: str = "") -> None:
-    """Make sure one follow-up task runs for this Reconfiguration (idempotent)."""
-    key = (namespace, name)
-    if key not in ctx.followers:
-        ctx.followers[key] = asyncio.create_task(
-            _follow_up(ctx, namespace, name, job), name=f"reconfiguration/{namespace}/{name}"
-        )
-
-
-def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
-    """One event handler: every unfinished Reconfiguration the watch shows (a new one, or
-    every existing one when the operator starts: resuming) gets a follow-up task. kopf
-    keeps no state on the object (no finalizer, no annotations); what the operator knows
-    is in its status and the plan-id annotation, as before."""
-
-    @kopf.on.event(*RESOURCE, registry=registry)
-    async def reconfiguration_seen(
-        type: str | None,  # kopf passes the event type by this name
-        body: kopf.Body,
-        namespace: str | None,
-        name: str | None,
-        **kwargs: Any,
-    ) -> None:
-        ctx.known.attach(kwargs)
-        if type == "DELETED" or name is None:
-            return
-        metadata = body.get("metadata") or {}
-        finalizers = list(metadata.get("finalizers") or [])
-        if LEGACY_FINALIZER in finalizers:  # left by an operator that still used a timer
-            finalizers.remove(LEGACY_FINALIZER)
-            ref = Ref(CRD_VERSION, "Reconfiguration", namespace or "", name)
-            await ctx.cluster.patch(ref, {"metadata": {"finalizers": finalizers}})
-        if metadata.get("deletionTimestamp"):
-            return
-        if (body.get("status") or {}).get("phase") not in FINAL_PHASES:
-            follow(ctx, namespace or "", name, job_of(body))
