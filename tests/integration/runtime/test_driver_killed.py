@@ -22,7 +22,10 @@ Checked, each check fails the test:
 
 This is a query stopped inside a live driver, not a driver process killed: `swivel run`
 holds the query in its own process with the agent as a child that dies with it, so a
-SIGKILL would take the agent too. The agent's durable state survives either way.
+SIGKILL would take the agent too. The agent's durable state survives either way. The
+driver process SIGKILLed (its JVM and Python workers with it) beside a separate agent is
+`tests/integration/embedded/test_driver_sigkill.py`; this test stays for what only a live
+driver allows: the stopped attempt's workers outliving the stop, and the pin switched off.
 """
 
 from __future__ import annotations
