@@ -1,5 +1,5 @@
-"""What the tests that run things on the sandbox share: the repository root, waiting for a
-condition, a `kubernetes` client for a sandbox, and installing the CRDs.
+"""What the tests that run things on the sandbox share: the repository root, a `kubernetes`
+client for a sandbox, and installing the CRDs (waiting for a condition: `tests.polling`).
 
 Used by `tests/integration/operator/conftest.py` (the real kopf runtime on the sandbox) and
 `tests/integration/sandbox_flow/conftest.py` (the process kubelet and the laptop flow).
@@ -7,32 +7,13 @@ Used by `tests/integration/operator/conftest.py` (the real kopf runtime on the s
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import yaml
 from kubernetes import client
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "swivel.dev", "v1alpha1"
-T = TypeVar("T")
-
-
-def wait_for(
-    check: Callable[[], T | None], timeout: float = 20.0, what: str = "", every: float = 0.1
-) -> T:
-    """The first truthy result of `check`, polled every `every` s; AssertionError after
-    `timeout` s naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what or check}")
-        time.sleep(every)
 
 
 def sandbox_client(url: str, token: str | None = None) -> client.ApiClient:

@@ -40,6 +40,7 @@ import pytest
 
 from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.control.identity import WORKER_SECRET_HEADER
+from tests.polling import wait_for
 
 from .conftest import http
 
@@ -72,16 +73,13 @@ class AgentProcess:
         self.process = subprocess.Popen(
             command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                if self.process.poll() is not None:
-                    raise AssertionError(self._stderr()) from None
-                assert time.monotonic() < deadline, "the agent did not start"
-                time.sleep(0.05)
+        wait_for(self._accepting, 30, "the agent to start", ignoring=(OSError,))
+
+    def _accepting(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(self._stderr())
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+            return True
 
     def _stderr(self) -> str:
         return self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
@@ -201,13 +199,11 @@ def _in_flight(round_: Round, url: str, index: int) -> None:
 
 
 def _wait_terminal(round_: Round, url: str, timeout_s: float = 15.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def terminal() -> dict[str, Any] | None:
         plan = round_.phase(url)
-        if plan["phase"] in TERMINAL:
-            return plan
-        assert time.monotonic() < deadline, f"stuck in {plan['phase']}: {plan}"
-        time.sleep(0.05)
+        return plan if plan["phase"] in TERMINAL else None
+
+    return wait_for(terminal, timeout_s, f"plan of round {round_.number} terminal")
 
 
 def run_kills(tmp_path: Path, rounds: int, seed: int) -> Counter[str]:

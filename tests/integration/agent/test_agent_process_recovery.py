@@ -8,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
+
+from tests.polling import wait_for
 
 from .conftest import http
 
@@ -41,15 +43,14 @@ def test_a_corrupt_state_file_is_moved_aside_and_the_agent_serves(tmp_path: Path
     port = _free_port()
     process = _agent(state, port)
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def config_served() -> tuple[int, Any, Any]:
             assert process.poll() is None, process.stdout.read() if process.stdout else ""
-            try:
-                status, config, _ = http(f"http://127.0.0.1:{port}/v1/config", token=TOKEN)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the agent did not start"
-                time.sleep(0.1)
+            return http(f"http://127.0.0.1:{port}/v1/config", token=TOKEN)
+
+        status, config, _ = wait_for(
+            config_served, 30, "the agent to start", every=0.1, ignoring=(OSError,)
+        )
         assert status == 200 and config["configVersion"] == 1  # the job's spec
         (moved,) = state.glob("agent-state.json.corrupt-*")
         assert config["stateRecoveredFrom"] == str(moved)

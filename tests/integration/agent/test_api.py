@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from swivel.jobs.agent.app import OPENAPI_PATH, ROUTES, create_app
+from tests.polling import wait_for
 
 from .conftest import register
 
@@ -242,10 +242,8 @@ def test_a_repeated_idempotency_key_gets_the_same_plan_even_after_a_restart(
 
 
 def wait_for_phase(call: Any, url: str, plan_id: str, phase: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while True:
+    def reached() -> dict[str, Any] | None:
         plan = call(f"{url}/v1/plans/{plan_id}")[1]
-        if plan["phase"] == phase:
-            return dict(plan)
-        assert time.monotonic() < deadline, f"plan {plan_id} still {plan['phase']}"
-        time.sleep(0.05)
+        return dict(plan) if plan["phase"] == phase else None
+
+    return wait_for(reached, 10, f"plan {plan_id} {phase}")

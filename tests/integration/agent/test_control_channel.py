@@ -15,7 +15,8 @@ import pytest
 from swivel.api.streamjob import StreamJob
 from swivel.jobs.control import client as control
 from swivel.jobs.control.client import ControlClient
-from tests.integration.agent.conftest import WORKER_TOKEN, AgentServer, register, wait_until
+from tests.integration.agent.conftest import WORKER_TOKEN, AgentServer, register
+from tests.polling import wait_for
 
 PARSE = "swivel.jobs.examples.fraud:parse"
 WORKER_PROCESS = textwrap.dedent(
@@ -50,7 +51,7 @@ def test_long_poll_delivers_a_new_snapshot_to_every_worker_fast(
             assert process.stdout is not None
             assert process.stdout.readline().startswith("ready")
         pids = {1000, 1001, 1002, 1003} | {p.pid for p in processes}
-        wait_until(lambda: pids <= _live_pids(agent) and _all_watching(agent, pids))
+        wait_for(lambda: pids <= _live_pids(agent) and _all_watching(agent, pids), 5.0, every=0.005)
         assert all(t.current() is not None and t.current().revision == 1 for t in threads)
         sent_at = time.time()
         assert call(agent.url + "/v1/plans", "POST", swap_model())[0] == 202
@@ -88,25 +89,25 @@ def test_acks_complete_the_plan_and_fill_the_timings(
     with control.working_on("customer-detector"):
         head = clients(2001, "customer-detector")
         tail = clients(2002, "merchant-detector", "combine")
-        wait_until(lambda: {2001, 2002} <= _live_pids(agent))
+        wait_for(lambda: {2001, 2002} <= _live_pids(agent), 5.0, every=0.005)
         status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
         assert status == 202
         plan_url = f"{agent.url}/v1/plans/{plan['id']}"
         assert head.wait_for_revision(2, 5) and tail.wait_for_revision(2, 5)
         # combine (a non-head of the component) armed on receipt; the busy head did not.
-        wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 1)
+        wait_for(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 1, 5.0, every=0.005)
         progress = call(plan_url)[1]["progress"]
         assert progress["operators"]["combine"]["switched"] == 1
         assert progress["operators"]["customer-detector"]["switched"] == 0
         checked_at = time.time()
         head.ack("customer-detector", 2, 2, partition=3, batch_id=7, at=checked_at)
         head.ack("customer-detector", 2, 2, partition=4, batch_id=7)  # deduplicated
-    wait_until(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2)
+    wait_for(lambda: call(plan_url)[1]["progress"]["workersSwitched"] == 2, 5.0, every=0.005)
     # Every worker switched, but combine has not processed a record under version 2 yet.
     assert call(plan_url)[1]["phase"] == "Applying"
     tail.ack("merchant-detector", 1, 2, partition=1, batch_id=7)  # not a target: no switch
     tail.ack("combine", 2, 2, partition=1, batch_id=8)
-    wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+    wait_for(lambda: call(plan_url)[1]["phase"] == "Completed", 5.0, every=0.005)
     done = call(plan_url)[1]
     timings = done["timings"]
     assert all(timings[k] for k in ("requestedAt", "acceptedAt", "firstSwitchAt",
@@ -132,12 +133,14 @@ def test_an_idle_head_switches_on_receipt(
     comes) reads the new snapshot: it is switched when the snapshot arrives. (The busy
     case is the test above; busy-ness is per process, so one test process shows one.)"""
     idle = clients(2101, "customer-detector")
-    wait_until(lambda: 2101 in _live_pids(agent))
+    wait_for(lambda: 2101 in _live_pids(agent), 5.0, every=0.005)
     plan = call(agent.url + "/v1/plans", "POST", swap_model())[1]
     plan_url = f"{agent.url}/v1/plans/{plan['id']}"
     assert idle.wait_for_revision(2, 5)
-    wait_until(
-        lambda: call(plan_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
+    wait_for(
+        lambda: call(plan_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1,
+        5.0,
+        every=0.005,
     )
     assert call(plan_url)[1]["phase"] == "Applying"  # nothing processed under version 2 yet
 
@@ -150,8 +153,8 @@ def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_
     try:
         plan = call(first.url + "/v1/plans", "POST", swap_model())[1]
         head.ack("customer-detector", 2, 2)
-        wait_until(lambda: call(f"{first.url}/v1/plans/{plan['id']}")[1]["progress"]
-                    ["operators"]["customer-detector"]["switched"] == 1)  # fmt: skip
+        wait_for(lambda: call(f"{first.url}/v1/plans/{plan['id']}")[1]["progress"]
+                    ["operators"]["customer-detector"]["switched"] == 1, 5.0, every=0.005)  # fmt: skip
         port = first.port
         first.stop()
         second = start_agent(port=port)
@@ -163,12 +166,16 @@ def test_an_agent_restart_mid_plan_resumes_it(start_agent: Any, call: Any, swap_
         assert config["configVersion"] == 2 and config["activePlan"] == plan["id"]
         assert call(second.url + "/v1/plans", "POST", swap_model("other"))[0] == 409
         # The worker's client reconnects by itself and keeps the published snapshot.
-        wait_until(lambda: 3001 in _live_pids(second))
+        wait_for(lambda: 3001 in _live_pids(second), 5.0, every=0.005)
         assert head.current() is not None and head.current().config_version == 2
         ack = {"pid": 3002, "operator": "combine", "version": 2, "configVersion": 2}
         register(second.url, 3002)
         call(second.url + "/v1/control/acks", "POST", [ack])
-        wait_until(lambda: call(f"{second.url}/v1/plans/{plan['id']}")[1]["phase"] == "Completed")
+        wait_for(
+            lambda: call(f"{second.url}/v1/plans/{plan['id']}")[1]["phase"] == "Completed",
+            5.0,
+            every=0.005,
+        )
     finally:
         head.stop()
 
@@ -199,7 +206,7 @@ def test_a_forked_child_gets_its_own_client_and_snapshot(
             finally:
                 os._exit(code)
         os.close(write_end)
-        wait_until(lambda: child in _live_pids(agent))
+        wait_for(lambda: child in _live_pids(agent), 5.0, every=0.005)
         assert call(agent.url + "/v1/plans", "POST", swap_model())[0] == 202
         report = os.read(read_end, 200).decode()
         os.close(read_end)
@@ -239,7 +246,7 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
     head.register("fm")
     try:
         head.start()
-        wait_until(lambda: 4001 in _live_pids(server))
+        wait_for(lambda: 4001 in _live_pids(server), 5.0, every=0.005)
         spec = {"jobRef": {"name": "j"}, "scheduler": "fries",
                 "functionUpdates": [{"operator": "a", "params": {"x": "1"}},
                                     {"operator": "b", "params": {"x": "1"}}]}  # fmt: skip
@@ -247,12 +254,14 @@ def test_a_head_that_is_no_target_arms_and_the_delay_waits_for_it(tmp_path: Any,
         assert status == 202
         assert plan["progress"]["heads"] == {"fm": {"switched": 0, "total": 1}}
         plan_url = f"{server.url}/v1/plans/{plan['id']}"
-        wait_until(lambda: call(plan_url)[1]["progress"]["heads"]["fm"]["switched"] == 1)
+        wait_for(
+            lambda: call(plan_url)[1]["progress"]["heads"]["fm"]["switched"] == 1, 5.0, every=0.005
+        )
         acks = [{"pid": 4002, "operator": op, "version": 2, "configVersion": 2}
                 for op in ("a", "b")]  # fmt: skip
         register(server.url, 4002)
         assert call(server.url + "/v1/control/acks", "POST", acks)[0] == 202
-        wait_until(lambda: call(plan_url)[1]["phase"] == "Completed")
+        wait_for(lambda: call(plan_url)[1]["phase"] == "Completed", 5.0, every=0.005)
     finally:
         head.stop()
         server.stop()
@@ -264,16 +273,20 @@ def test_a_refused_ack_is_dropped_and_does_not_hold_back_the_next(
     """An ack the agent calls untrue (422) would be refused again: the client drops it (it is
     refused once, not retried), and the acks after it still arrive."""
     worker = clients(5001, "customer-detector")
-    wait_until(lambda: 5001 in _live_pids(agent))
+    wait_for(lambda: 5001 in _live_pids(agent), 5.0, every=0.005)
     status, plan, _ = call(agent.url + "/v1/plans", "POST", swap_model())
     assert status == 202
     worker.ack("customer-detector", 99, 2)  # a version never published: 422
     refused = 'swivel_agent_rejected_total{source="acks"} 1.0'
-    wait_until(lambda: refused in call(agent.url + "/metrics")[1])
+    wait_for(lambda: refused in call(agent.url + "/metrics")[1], 5.0, every=0.005)
     time.sleep(0.5)  # a retry (backoff from 50 ms) would have been refused again by now
     assert refused in call(agent.url + "/metrics")[1]
     worker.ack("customer-detector", 2, 2)
     progress_url = f"{agent.url}/v1/plans/{plan['id']}"
-    wait_until(
-        lambda: call(progress_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
+    wait_for(
+        lambda: (
+            call(progress_url)[1]["progress"]["operators"]["customer-detector"]["switched"] == 1
+        ),
+        5.0,
+        every=0.005,
     )

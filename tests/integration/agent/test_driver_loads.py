@@ -14,6 +14,7 @@ from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
 from swivel.jobs.runtime.driver import AgentDriverChannel
 from tests.fakes_migration import FakeMover, FakeQuery
+from tests.polling import wait_for
 
 from .conftest import DRIVER_TOKEN
 
@@ -56,11 +57,7 @@ def _driver(agent: Any, measure: FakeMeasure, interval_s: float) -> tuple[Migrat
 
 
 def _wait(check: Any, timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.02)
-    return result
+    return wait_for(check, timeout, every=0.02)
 
 
 def test_loads_are_measured_after_batches_and_rate_limited(agent: Any, call: Any) -> None:

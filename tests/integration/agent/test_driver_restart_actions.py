@@ -6,7 +6,6 @@ old restart."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
 from tests.fakes_migration import FakeMover, FakeQuery, FakeSpark
+from tests.polling import wait_for
 
 from .conftest import DRIVER_TOKEN
 
@@ -59,11 +59,11 @@ def submit_moves(agent: Any, call: Any, bins: list[int], to: str) -> str:
 
 
 def phase(agent: Any, call: Any, plan_id: str, wanted: str, timeout: float = 5.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while (document := call(agent.url + f"/v1/plans/{plan_id}")[1])["phase"] != wanted:
-        assert time.monotonic() < deadline, f"{plan_id} is {document['phase']}, not {wanted}"
-        time.sleep(0.02)
-    return dict(document)
+    def reached() -> dict[str, Any] | None:
+        document = call(agent.url + f"/v1/plans/{plan_id}")[1]
+        return dict(document) if document["phase"] == wanted else None
+
+    return wait_for(reached, timeout, f"{plan_id} {wanted}", every=0.02)
 
 
 def test_a_restarted_driver_does_not_move_completed_bins_again(start_agent: Any, call: Any) -> None:
@@ -97,12 +97,13 @@ def test_a_restart_mid_plan_hands_the_remaining_move_once(start_agent: Any, call
     mover = FakeMover(bins=16, query=FakeQuery(), stop_after=1)  # dies after one bin
     first = driver_on(agent, mover, mover.query)
     follow(first)
-    running = phase(agent, call, plan, "Applying")
-    deadline = time.monotonic() + 5
-    while not (running.get("migration") or {}).get("binsMoved"):
-        assert time.monotonic() < deadline, running
-        running = call(agent.url + f"/v1/plans/{plan}")[1]
-        time.sleep(0.02)
+    phase(agent, call, plan, "Applying")
+    wait_for(
+        lambda: (call(agent.url + f"/v1/plans/{plan}")[1].get("migration") or {}).get("binsMoved"),
+        5,
+        "a bin moved",
+        every=0.02,
+    )
     assert mover.moved == [(1, "0")]
     first.stop()
 

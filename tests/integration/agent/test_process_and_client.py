@@ -17,6 +17,7 @@ import pytest
 from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.jobs.control.identity import WORKER_SECRET_HEADER
+from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "process-token"
@@ -43,15 +44,16 @@ def agent_process(tmp_path: Path) -> Iterator[str]:
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
+
+        def started() -> bool:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
+                    return True
             except OSError:
                 assert process.poll() is None, process.stderr.read() if process.stderr else ""
-                assert time.monotonic() < deadline, "agent did not start"
-                time.sleep(0.05)
+                raise
+
+        wait_for(started, 20, "the agent to start", ignoring=(OSError,))
         yield url
     finally:
         process.terminate()

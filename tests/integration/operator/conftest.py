@@ -13,9 +13,9 @@ import gc
 import secrets
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf
 import pytest
@@ -27,15 +27,10 @@ from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.main import run
 from swivel_tools.sandbox import SandboxThread
 from tests.fakes_agent import TestingAgentLink
-from tests.integration import sandboxing
 from tests.integration.sandboxing import GROUP, ROOT, VERSION, install_crds, sandbox_client
+from tests.polling import wait_for
 
-__all__ = ["GROUP", "ROOT", "VERSION", "Harness", "wait_for"]
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
-    return sandboxing.wait_for(check, timeout, what, every=0.05)
+__all__ = ["GROUP", "ROOT", "VERSION", "Harness"]
 
 
 class OperatorThread:

@@ -14,6 +14,7 @@ prints the table docs/reliability.md quotes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -30,8 +31,9 @@ from swivel.operator.images import ALLOWED_ENV
 from swivel_tools.sandbox import SandboxThread
 from tests.fakes_agent import TestingAgentLink
 from tests.integration.operator.bad_input_corpus import SENTINEL, Case, cases, encode
-from tests.integration.operator.conftest import GROUP, VERSION, Harness, wait_for
+from tests.integration.operator.conftest import GROUP, VERSION, Harness
 from tests.integration.sandboxing import install_crds, sandbox_client
+from tests.polling import PollTimeoutError, wait_for
 
 BOUND_S = 60.0  # every reached case settled within this, from the last request
 READY_S = 30.0
@@ -257,15 +259,17 @@ def run_corpus(
     with Tracebacks() as tracebacks:
         for outcome in outcomes:
             _send(h, outcome)
-        deadline = time.monotonic() + bound
-        while True:
+
+        def all_judged() -> bool:
             pending = [o for o in outcomes if o.verdict == "pending"]
-            if not pending or time.monotonic() > deadline:
-                break
-            events, pods = _events(h), _pods(h)
-            for outcome in pending:
-                _judge(h, outcome, events, pods)
-            time.sleep(0.2)
+            if pending:
+                events, pods = _events(h), _pods(h)
+                for outcome in pending:
+                    _judge(h, outcome, events, pods)
+            return not pending
+
+        with contextlib.suppress(PollTimeoutError):  # what is still pending is judged hung
+            wait_for(all_judged, bound, "a verdict on every input", every=0.2)
         elapsed = time.monotonic() - started
         time.sleep(1.0)  # a traceback logged just after the last status write
         for outcome in outcomes:

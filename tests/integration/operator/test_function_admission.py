@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.operator.conftest import Harness, wait_for
+from tests.integration.operator.conftest import Harness
+from tests.polling import wait_for
 
 TO_CSV = "swivel.jobs.examples.fraud:pd.DataFrame.to_csv"
 

@@ -18,8 +18,9 @@ from kubernetes import client
 from swivel.operator.clusters import KubernetesCluster
 from swivel.operator.contexts import Intervals, OperatorContext
 from tests.fakes_agent import TestingAgentLink
-from tests.integration.operator.conftest import ROOT, Harness, OperatorThread, wait_for
+from tests.integration.operator.conftest import ROOT, Harness, OperatorThread
 from tests.integration.sandboxing import sandbox_client
+from tests.polling import wait_for
 
 AUDITED = "swivel-operator-audit"  # the User-Agent of the operator's own client here
 OPERATOR_CLIENTS = ("kopf", AUDITED)

@@ -41,6 +41,7 @@ from kubernetes import client, watch
 
 from swivel.api.phases import FINAL_PHASES
 from tests.integration.operator.test_reaction_bench import load_benchmark
+from tests.polling import PollTimeoutError, wait_for
 
 GROUP, VERSION = "swivel.dev", "v1alpha1"
 ORDER = {"Pending": 0, "Queued": 0, "Planned": 1, "Applying": 2, "Completed": 3, "Failed": 3}
@@ -168,13 +169,13 @@ def run_many(workdir: Path, jobs_n: int, per_job: int, bound_s: float) -> dict[s
                 return f"all {len(everyone)} terminal within {bound_s:.0f} s (now {phases})"
 
             try:
-                final = bm.wait_for(all_terminal, bound_s, "", every=1.0)
-            except TimeoutError:
+                final = wait_for(all_terminal, bound_s, "every job terminal", every=1.0)
+            except PollTimeoutError:
                 raise AssertionError(left()) from None
             wall_s = time.monotonic() - started
             load_after = loadavg()
             # The watch delivers the last writes shortly after the list shows them.
-            bm.wait_for(
+            wait_for(
                 lambda: all(recorder.phases[n][-1:] and recorder.phases[n][-1] in FINAL_PHASES
                             for n in everyone),
                 30, "the watch saw every terminal phase",

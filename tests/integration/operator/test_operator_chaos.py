@@ -38,7 +38,8 @@ from kubernetes import client, watch
 
 from swivel.api.phases import FINAL_PHASES
 from swivel.operator import main
-from tests.integration.operator.conftest import Harness, wait_for
+from tests.integration.operator.conftest import Harness
+from tests.polling import wait_for
 
 ORDER = {"Pending": 0, "Queued": 0, "Planned": 1, "Applying": 2, "Completed": 3, "Failed": 3}
 SEED = int(os.environ.get("SWIVEL_CHAOS_SEED", "11"))

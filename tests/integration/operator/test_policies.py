@@ -33,8 +33,9 @@ from swivel.operator.contexts import Intervals, OperatorContext
 from swivel.operator.credentials import JobCredentials
 from swivel_tools.sandbox import SandboxThread
 from tests.fakes_agent import TestingAgentLink
+from tests.polling import wait_for
 
-from .conftest import ROOT, Harness, OperatorThread, wait_for
+from .conftest import ROOT, Harness, OperatorThread
 
 JOB = "fraud-detection"
 

@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 from swivel.operator.agents import JobAddress
-from tests.integration.operator.conftest import Harness, wait_for
+from tests.integration.operator.conftest import Harness
+from tests.polling import wait_for
 
 
 def _recon(h: Harness, name: str, **spec: Any) -> dict[str, Any]:

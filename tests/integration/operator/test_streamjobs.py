@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.integration.operator.conftest import Harness, wait_for
+from tests.integration.operator.conftest import Harness
+from tests.polling import wait_for
 
 CHILDREN = [
     ("v1", "pods", "fraud-detection-driver"),

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -25,14 +25,13 @@ from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
 from swivel_tools.sandbox import SandboxThread
-from tests.integration import sandboxing
+from tests.polling import wait_for
 
 KUBECONFIG_ENV = "SWIVEL_E2E_KUBECONFIG"
 ROOT = Path(__file__).resolve().parents[3]
 GROUP, VERSION = "swivel.dev", "v1alpha1"
 SANDBOX_HISTORY = 200  # small, so a test can push a resourceVersion out of the window
 SANDBOX_BOOKMARK_INTERVAL = 1.0
-T = TypeVar("T")
 
 
 @dataclass
@@ -103,10 +102,6 @@ class Kube:
         return response.status, json.loads(response.data or b"null")
 
     @staticmethod
-    def wait_for(check: Callable[[], T | None], timeout: float = 10.0) -> T:
-        return wait_for(check, timeout)
-
-    @staticmethod
     def read_watch(response: Any) -> list[dict[str, Any]]:
         """All events of a watch response (it must end: pass timeout_seconds)."""
         try:
@@ -114,11 +109,6 @@ class Kube:
         finally:
             response.close()
             response.release_conn()
-
-
-def wait_for(check: Callable[[], T | None], timeout: float = 10.0) -> T:
-    """Poll until `check` returns something truthy (real clusters act asynchronously)."""
-    return sandboxing.wait_for(check, timeout, every=0.05)
 
 
 def _install_crds(kube: Kube) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.polling import wait_for
+
 GROUP, VERSION = "swivel.dev", "v1alpha1"
 
 
@@ -104,8 +106,8 @@ def test_a_crd_created_at_run_time_is_served_and_withdrawn_when_deleted(kube: An
         conditions = {c.type: c.status for c in (found.status.conditions or [])}
         return conditions.get("Established") == "True"
 
-    kube.wait_for(established, timeout=30)
-    widget = kube.wait_for(lambda: _resources_or_none(kube, f"{group}/v1"), timeout=30)["widgets"]
+    wait_for(established, timeout=30)
+    widget = wait_for(lambda: _resources_or_none(kube, f"{group}/v1"), timeout=30)["widgets"]
     assert widget["namespaced"] is False and widget["shortNames"] == ["wdg"]
     assert "widgets/status" not in _resources(kube, f"{group}/v1")
     created = kube.custom.create_cluster_custom_object(
@@ -117,7 +119,7 @@ def test_a_crd_created_at_run_time_is_served_and_withdrawn_when_deleted(kube: An
     assert created["metadata"]["uid"] and "namespace" not in created["metadata"]
 
     kube.extensions.delete_custom_resource_definition(f"widgets.{group}")
-    kube.wait_for(lambda: kube.get_json(f"/apis/{group}/v1")[0] == 404, timeout=60)
+    wait_for(lambda: kube.get_json(f"/apis/{group}/v1")[0] == 404, timeout=60)
 
 
 def _resources_or_none(kube: Any, group_version: str) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.polling import wait_for
+
 GROUP, VERSION = "swivel.dev", "v1alpha1"
 FINALIZER = "contract.swivel.dev/cleanup"
 
@@ -46,7 +48,7 @@ def test_a_finalizer_holds_the_object_until_it_is_removed(kube: Any) -> None:
     kube.custom.patch_namespaced_custom_object(
         GROUP, VERSION, kube.namespace, "streamjobs", name, {"metadata": {"finalizers": None}}
     )
-    kube.wait_for(lambda: _gone(kube, name))
+    wait_for(lambda: _gone(kube, name), 10.0)
 
 
 def test_no_new_finalizers_once_deletion_started(kube: Any) -> None:
@@ -64,7 +66,7 @@ def test_no_new_finalizers_once_deletion_started(kube: Any) -> None:
     kube.custom.patch_namespaced_custom_object(
         GROUP, VERSION, kube.namespace, "streamjobs", name, {"metadata": {"finalizers": []}}
     )
-    kube.wait_for(lambda: _gone(kube, name))
+    wait_for(lambda: _gone(kube, name), 10.0)
 
 
 def test_delete_preconditions(kube: Any) -> None:
@@ -80,7 +82,7 @@ def test_delete_preconditions(kube: Any) -> None:
         GROUP, VERSION, kube.namespace, "streamjobs", name,
         body={"preconditions": {"uid": job["metadata"]["uid"]}},
     )  # fmt: skip
-    kube.wait_for(lambda: _gone(kube, name))
+    wait_for(lambda: _gone(kube, name), 10.0)
 
 
 def test_dependents_are_collected_after_their_owner(kube: Any) -> None:
@@ -109,4 +111,4 @@ def test_dependents_are_collected_after_their_owner(kube: Any) -> None:
             return bool(error.status == 404)
         return False
 
-    kube.wait_for(child_gone, timeout=30)
+    wait_for(child_gone, timeout=30)

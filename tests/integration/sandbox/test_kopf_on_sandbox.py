@@ -9,8 +9,7 @@ path the real operator will take in the integration tests.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,22 +19,13 @@ import yaml
 from kubernetes import client
 
 from swivel_tools.sandbox import SandboxThread
+from tests.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 GROUP, VERSION, PLURAL = "swivel.dev", "v1alpha1", "streamjobs"
 FINALIZER = "sandbox-test.swivel.dev/finalizer"
 NAMESPACE = "default"
 T = TypeVar("T")
-
-
-def _eventually(check: Callable[[], T | None], what: str, timeout: float = 10.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Operator:
@@ -136,23 +126,31 @@ def test_kopf_creates_updates_and_finalizes_a_streamjob(sandbox: tuple[SandboxTh
             )
             return found
 
-        assert _eventually(lambda: operator.handled("create", name), "the create handler")[2] == 2
-        started = _eventually(lambda: get() if get().get("status", {}).get("phase") == "Starting" else None,
-                              "status.phase=Starting")  # fmt: skip
+        assert (
+            wait_for(lambda: operator.handled("create", name), 10.0, "the create handler")[2] == 2
+        )
+        started = wait_for(
+            lambda: get() if get().get("status", {}).get("phase") == "Starting" else None,
+            10.0,
+            "status.phase=Starting",
+        )
         assert FINALIZER in started["metadata"]["finalizers"]
         assert started["metadata"]["generation"] == 1
 
         jobs.patch_namespaced_custom_object(
             GROUP, VERSION, NAMESPACE, PLURAL, name, {"spec": {"executor": {"instances": 3}}}
         )
-        update = _eventually(lambda: operator.handled("update", name), "the update handler")
+        update = wait_for(lambda: operator.handled("update", name), 10.0, "the update handler")
         assert ("executor", "instances") in update[2]  # relative to field="spec"
-        running_job = _eventually(lambda: get() if get().get("status", {}).get("phase") == "Running" else None,
-                                  "status.phase=Running")  # fmt: skip
+        running_job = wait_for(
+            lambda: get() if get().get("status", {}).get("phase") == "Running" else None,
+            10.0,
+            "status.phase=Running",
+        )
         assert running_job["metadata"]["generation"] == 2
 
         jobs.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
-        _eventually(lambda: operator.handled("delete", name), "the delete handler")
+        wait_for(lambda: operator.handled("delete", name), 10.0, "the delete handler")
 
         def gone() -> bool:
             try:
@@ -161,7 +159,7 @@ def test_kopf_creates_updates_and_finalizes_a_streamjob(sandbox: tuple[SandboxTh
                 return bool(error.status == 404)
             return False
 
-        _eventually(gone, "the finalizer to let the object go")
+        wait_for(gone, 10.0, "the finalizer to let the object go")
 
         def posted() -> list[Any]:
             found = client.CoreV1Api(api).list_namespaced_event(
@@ -169,7 +167,7 @@ def test_kopf_creates_updates_and_finalizes_a_streamjob(sandbox: tuple[SandboxTh
             )
             return list(found.items)
 
-        event = _eventually(posted, "the event kopf posts")[0]
+        event = wait_for(posted, 10.0, "the event kopf posts")[0]
         assert event.involved_object.kind == "StreamJob" and event.type == "Normal"
     finally:
         operator.close()

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from swivel.embedded.cold import stop_python_workers
 from swivel.embedded.effect import measure
 from swivel_tools.bench.timeline import plot_switch
+from tests.polling import wait_for
 
 REQUEST = 1000.0
 
@@ -82,13 +82,14 @@ def test_the_cold_restart_stops_the_daemons_workers_and_keeps_the_daemon() -> No
         worker = int(daemon.stdout.readline())
         stopped = stop_python_workers(os.getpid())
         assert stopped == [worker]
-        deadline = time.monotonic() + 5
-        while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
-            if Path(f"/proc/{worker}/stat").read_text().split(")")[1].split()[0] == "Z":
-                break  # a zombie until the stand-in daemon reaps it: it is gone
-            time.sleep(0.05)
-        else:
-            assert not Path(f"/proc/{worker}").exists()
+
+        def gone() -> bool:
+            try:  # a zombie until the stand-in daemon reaps it: it is gone
+                return Path(f"/proc/{worker}/stat").read_text().split(")")[1].split()[0] == "Z"
+            except FileNotFoundError:
+                return True
+
+        wait_for(gone, 5, f"worker {worker} gone")
         assert daemon.poll() is None  # the daemon itself is left running
     finally:
         daemon.send_signal(signal.SIGKILL)
