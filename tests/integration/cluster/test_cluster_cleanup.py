@@ -11,13 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from swivel.jobs.migration.cluster import LocalCluster
+from tests.polling import PollTimeoutError, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -67,14 +67,15 @@ def _start(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[str], list[int]]
 
 
 def _assert_gone(groups: list[int], timeout: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _groups_alive(groups):
-        if time.monotonic() > deadline:
-            left = _groups_alive(groups)
-            for pid in left:  # do not leave them behind for the next test
-                os.kill(pid, signal.SIGKILL)
-            pytest.fail(f"orphaned cluster processes: {left}")
-        time.sleep(0.5)
+    try:
+        wait_for(
+            lambda: not _groups_alive(groups), timeout, "the cluster's processes gone", every=0.5
+        )
+    except PollTimeoutError:
+        left = _groups_alive(groups)
+        for pid in left:  # do not leave them behind for the next test
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"orphaned cluster processes: {left}")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")

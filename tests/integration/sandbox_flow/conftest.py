@@ -16,9 +16,9 @@ from kubernetes import client
 
 from swivel_tools.sandbox import SandboxThread
 from swivel_tools.sandbox.kubelet import Kubelet
-from tests.integration.sandboxing import ROOT, sandbox_client, wait_for
+from tests.integration.sandboxing import ROOT, sandbox_client
 
-__all__ = ["ROOT", "KubeletSandbox", "wait_for"]
+__all__ = ["ROOT", "KubeletSandbox"]
 
 
 @dataclass

@@ -13,8 +13,9 @@ import yaml
 
 from swivel_tools.sandbox import containers
 from swivel_tools.sandbox.network import PORTS_ANNOTATION, NetworkMap
+from tests.polling import wait_for
 
-from .conftest import ROOT, KubeletSandbox, wait_for
+from .conftest import ROOT, KubeletSandbox
 
 TOKEN = "s3cret-token"
 MANAGED = {"app.kubernetes.io/managed-by": "swivel-operator", "app": "agent-only"}
