@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.prerequisites import require_module
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "swivel"
 RELEASE, NAMESPACE = "swivel", "swivel-system"
@@ -25,7 +27,7 @@ Render = Callable[..., Objects]
 
 @pytest.fixture(scope="session")
 def chart() -> Iterator[Any]:
-    helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
+    helm = require_module("helm_python", "pip install helm-python-sdk")
     with helm.Chart.load(CHART) as loaded:
         yield loaded
 

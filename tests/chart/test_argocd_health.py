@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-lupa = pytest.importorskip("lupa", reason="pip install lupa")
+from tests.prerequisites import require_module
+
+lupa = require_module("lupa", "pip install lupa")
 
 ARGOCD = Path(__file__).resolve().parents[2] / "charts" / "swivel" / "argocd"
 UNSAFE_GLOBALS = ("os", "io", "require", "dofile", "loadfile", "load", "debug", "package")

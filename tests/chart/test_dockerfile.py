@@ -14,13 +14,13 @@ import fnmatch
 import json
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import yaml
+
+from tests.prerequisites import require_executable, require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -173,9 +173,8 @@ def test_entrypoint_is_exec_form_under_tini() -> None:
 
 def test_entrypoint_script_passes_commands_to_swivel_and_starts_spark_executors() -> None:
     assert os.access(ENTRYPOINT, os.X_OK)
-    bash = shutil.which("bash")
-    if bash:
-        subprocess.run([bash, "-n", str(ENTRYPOINT)], check=True)
+    bash = require_executable("bash", "the entrypoint's syntax check")
+    subprocess.run([bash, "-n", str(ENTRYPOINT)], check=True)
     script = ENTRYPOINT.read_text(encoding="utf-8")
     assert 'exec swivel "$@"' in script
     assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in script
@@ -193,7 +192,7 @@ def test_entrypoint_script_passes_commands_to_swivel_and_starts_spark_executors(
 
 
 def test_the_executor_backend_ships_with_the_pinned_pyspark() -> None:
-    pyspark = pytest.importorskip("pyspark")
+    pyspark = require_module("pyspark", "pip install -e .")
     jars = list((Path(pyspark.__file__).parent / "jars").glob("spark-kubernetes_*.jar"))
     assert jars, "pyspark lacks spark-kubernetes: executors could not start on Kubernetes"
     import zipfile

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from swivel.operator.images import ImagePolicy
+from tests.prerequisites import require_module
 
 Objects = list[dict[str, Any]]
 Render = Callable[..., Objects]
@@ -70,6 +71,6 @@ def test_listed_prefixes_and_a_digest_requirement(render: Render) -> None:
     ],
 )
 def test_the_schema_rejects_bad_policies(render: Render, values: dict[str, Any]) -> None:
-    helm = pytest.importorskip("helm_python")
+    helm = require_module("helm_python", "pip install helm-python-sdk")
     with pytest.raises(helm.HelmValuesError, match="imagePolicy"):
         render(values)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-kubernetes_validate = pytest.importorskip(
-    "kubernetes_validate", reason="pip install kubernetes-validate"
-)
+from tests.prerequisites import require_module
+
+kubernetes_validate = require_module("kubernetes_validate", "pip install kubernetes-validate")
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "swivel"

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.prerequisites import require_module
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "swivel"
 NAMESPACE = "swivel-system"
@@ -37,7 +39,7 @@ def operator_container(objects: Objects) -> dict[str, Any]:
 
 @pytest.mark.parametrize("values_file", [None, *CI_FILES])
 def test_lint_is_clean_even_strict(values_file: str | None, ci_values: CiValues) -> None:
-    helm = pytest.importorskip("helm_python")
+    helm = require_module("helm_python", "pip install helm-python-sdk")
     values = ci_values(values_file) if values_file else None
     report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version="v1.27.0")
     problems = [m for m in report["messages"] if m["severity"] >= 2]
@@ -237,7 +239,7 @@ def test_notes_tell_what_is_watched(chart: Any) -> None:
     ],
 )
 def test_schema_rejects_bad_values(render: Render, values: dict[str, Any], complaint: str) -> None:
-    helm = pytest.importorskip("helm_python")
+    helm = require_module("helm_python", "pip install helm-python-sdk")
     with pytest.raises(helm.HelmValuesError, match=complaint):
         render(values)
 
@@ -252,7 +254,7 @@ def test_schema_accepts_the_defaults_and_every_ci_file(chart: Any, ci_values: Ci
 def test_package_ships_the_chart_without_dev_files(tmp_path: Path) -> None:
     import tarfile
 
-    helm = pytest.importorskip("helm_python")
+    helm = require_module("helm_python", "pip install helm-python-sdk")
     archive = helm.package(CHART, destination=tmp_path)
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())

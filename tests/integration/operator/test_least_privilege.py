@@ -21,6 +21,7 @@ from tests.fakes_agent import TestingAgentLink
 from tests.integration.operator.conftest import ROOT, Harness, OperatorThread
 from tests.integration.sandboxing import sandbox_client
 from tests.polling import wait_for
+from tests.prerequisites import require_module
 
 AUDITED = "swivel-operator-audit"  # the User-Agent of the operator's own client here
 OPERATOR_CLIENTS = ("kopf", AUDITED)
@@ -50,7 +51,7 @@ TRIED_AND_REFUSED = {("namespaces", "list"), ("namespaces", "watch")}
 
 
 def _chart_rights() -> set[tuple[str, str]]:
-    helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
+    helm = require_module("helm_python", "pip install helm-python-sdk")
     with helm.Chart.load(ROOT / "charts" / "swivel") as chart:
         manifests: dict[str, str] = chart.render(
             None, name="swivel", namespace="swivel-system", is_install=True

@@ -17,10 +17,16 @@ import pytest
 
 from swivel_tools.sandbox import SandboxThread, kubeconfig
 from swivel_tools.sandbox.registry import Registry
+from tests.prerequisites import require_executable
 
 ROOT = Path(__file__).resolve().parents[3]
 KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kubectl_installed() -> None:
+    """Skipped without kubectl on a laptop, failed in CI (tests/prerequisites.py)."""
+    require_executable("kubectl", "kubectl against the sandbox")
 
 
 @pytest.fixture(scope="module")

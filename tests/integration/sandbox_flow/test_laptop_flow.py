@@ -1,7 +1,8 @@
 """The laptop flow of issue 5, end to end: `swivel sandbox up` (API server, process kubelet,
 the real operator), a StreamJob that runs real local Spark in its driver pod with the agent
 beside it, a live Reconfiguration, and `swivel sandbox down` — once with the `kubernetes`
-Python client and once with kubectl (skipped without it).
+Python client and once with kubectl. Without Java, kubectl or one of the pieces the flow
+runs, the tests are skipped on a laptop and fail in CI (`SWIVEL_CI`, tests/prerequisites.py).
 
 The job is the fraud-detection example made small (2 bins, 10 rows/s, a lighter expensive
 model) so each flow takes about a minute or less on a busy 2-core machine; the example as published (16 bins, 200 rows/s)
@@ -25,8 +26,10 @@ from click.testing import CliRunner
 from kubernetes import client, config
 
 from swivel_tools.cli.sandbox import command as sandbox
+from tests.polling import wait_for
+from tests.prerequisites import require, require_executable
 
-from .conftest import ROOT, wait_for
+from .conftest import ROOT
 
 GROUP, VERSION = "swivel.dev", "v1alpha1"
 EXAMPLES = ROOT / "examples" / "fraud-detection"
@@ -35,7 +38,7 @@ SUCCEEDED_TIMEOUT = 120.0
 
 
 def _missing_pieces() -> str | None:
-    """What the flow needs that has not landed (or is not installed) yet."""
+    """The first thing the flow needs that is missing (None when nothing is)."""
     for module in (
         "swivel.operator.main",  # the operator
         "swivel.cli.driver",  # the driver container's entry point
@@ -46,20 +49,29 @@ def _missing_pieces() -> str | None:
         try:
             importlib.import_module(module)
         except ImportError as error:
-            return f"{module} is not available yet ({error})"
+            return f"the module {module} ({error})"
     from swivel.cli.main import _register, cli
 
     _register()
     if "driver" not in cli.commands:
-        return "`swivel driver` is not registered in the CLI yet"
+        return "`swivel driver` registered in the CLI"
     if shutil.which("java") is None:
-        return "no Java on PATH (local Spark needs it)"
+        return "Java on PATH (local Spark needs it)"
     return None
 
 
-pytestmark = pytest.mark.skipif(
-    _missing_pieces() is not None, reason=f"laptop flow: {_missing_pieces()}"
-)
+MISSING = _missing_pieces()
+
+
+@pytest.fixture(autouse=True)
+def _prerequisites() -> None:
+    """Before `laptop` starts anything: skip locally, fail in CI, when a piece is missing."""
+    require(MISSING, "the laptop flow")
+
+
+@pytest.fixture
+def kubectl_on_path() -> str:
+    return require_executable("kubectl", "the laptop flow with kubectl")
 
 
 def small_job() -> dict[str, Any]:
@@ -182,15 +194,14 @@ def test_the_laptop_flow_with_the_kubernetes_client(laptop: Path) -> None:
     assert not any(_alive(pid) for pid in pids), "down leaves no container process behind"
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
-def test_the_laptop_flow_with_kubectl(laptop: Path, tmp_path: Path) -> None:
+def test_the_laptop_flow_with_kubectl(kubectl_on_path: str, laptop: Path, tmp_path: Path) -> None:
     began = time.monotonic()
     job_file = tmp_path / "streamjob.yaml"
     job_file.write_text(yaml.safe_dump(small_job(), sort_keys=False))
 
     def kubectl(*args: str, timeout: float = 30.0) -> str:
         done = subprocess.run(
-            ["kubectl", "--kubeconfig", str(laptop), *args],
+            [kubectl_on_path, "--kubeconfig", str(laptop), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
