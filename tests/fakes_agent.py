@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -47,6 +47,11 @@ class TestingAgentLink:
     - `fail_plans`: plans end Failed instead of Completed.
     - `ready`: what `/readyz` says.
     - `loads_by_job`: the statistics `loads()` returns.
+    - `delay_ms`, `workers`, `now`: what a completed plan reports as its delay in effect, how
+      many workers switched (of as many), and the clock of its timings; `config_versions`:
+      the configuration version a job's agent is at (1 until a test says otherwise; each
+      accepted plan adds one). A test that asserts one of these sets it to a value of its
+      own first, so the assertion checks what the operator did with it, not the fake.
     One plan at a time per job, like the agent: a second submission answers 409 with
     `runningPlan`; a submission with the key of an earlier one gets that plan back.
     `submissions` records every accepted plan (what a test asserts on).
@@ -64,11 +69,14 @@ class TestingAgentLink:
         self.fail_plans = False
         self.ready = True
         self.loads_by_job: dict[str, Loads] = {}
+        self.delay_ms = 12.5
+        self.workers = 2
+        self.now: Callable[[], str] = _now
+        self.config_versions: dict[str, int] = {}
         self.job_specs: dict[str, Mapping[str, Any]] = {}
         self.submissions: list[tuple[str, str, dict[str, Any]]] = []
         self.calls: list[tuple[str, str]] = []
         self._plans: dict[str, FakePlan] = {}
-        self._config_version: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -106,12 +114,12 @@ class TestingAgentLink:
                 errors = [{"field": "", "reason": f"plan {running.id} is in flight"}]
                 raise AgentRejected(409, errors, {"errors": errors, "runningPlan": running.id})
             plan_id = f"{job.name}/{name}-{next(self._ids)}"
-            now = _now()
+            now = self.now()
             plan = FakePlan(
                 plan_id, name, dict(spec), self.completion_polls, self.fail_plans, key=key
             )
-            version = self._config_version.get(job.name, 1) + 1
-            self._config_version[job.name] = version
+            version = self.config_versions.get(job.name, 1) + 1
+            self.config_versions[job.name] = version
             plan.document = {
                 "id": plan_id,
                 "name": name,
@@ -120,7 +128,7 @@ class TestingAgentLink:
                 "phase": "Accepted",
                 "timings": {"requestedAt": now, "acceptedAt": now},
                 "delayMs": None,
-                "progress": {"workersSwitched": 0, "workersTotal": 2},
+                "progress": {"workersSwitched": 0, "workersTotal": self.workers},
                 "message": "",
             }
             planned = self._plan(job.name, spec)
@@ -151,19 +159,20 @@ class TestingAgentLink:
             if plan.polls_left > 0:
                 plan.polls_left -= 1
                 document.update(
-                    phase="Applying", progress={"workersSwitched": 1, "workersTotal": 2}
+                    phase="Applying",
+                    progress={"workersSwitched": self.workers // 2, "workersTotal": self.workers},
                 )
-                document["timings"]["firstSwitchAt"] = _now()
+                document["timings"]["firstSwitchAt"] = self.now()
                 return dict(document)
-            now = _now()
+            now = self.now()
             document["timings"].update(lastSwitchAt=now, completedAt=now)
             if plan.fails:
                 document.update(phase="Failed", message="workers did not switch (testing switch)")
             else:
                 document.update(
                     phase="Completed",
-                    delayMs=12.5,
-                    progress={"workersSwitched": 2, "workersTotal": 2},
+                    delayMs=self.delay_ms,
+                    progress={"workersSwitched": self.workers, "workersTotal": self.workers},
                 )
             return dict(document)
 
@@ -178,10 +187,10 @@ class TestingAgentLink:
         running = self._running(job.name)
         return AgentHealth(
             ready=self.ready,
-            config_version=self._config_version.get(job.name, 1),
+            config_version=self.config_versions.get(job.name, 1),
             operators={},
             active_plan=running.id if running else None,
-            workers=2,
+            workers=self.workers,
             message="" if self.ready else "waiting for the driver's first progress report",
         )
 

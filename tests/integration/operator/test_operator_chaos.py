@@ -16,7 +16,8 @@ Afterwards every Reconfiguration must be terminal exactly once and none half-app
   after a crash carried the same idempotency key and got the same plan back), and each
   Reconfiguration records that plan's id; every agent plan is Completed;
 - the job records the last one (`lastReconfiguration`) and the agent's last configuration
-  version (`liveGeneration` = 1 + N): no completion was lost or recorded out of order.
+  version (`liveGeneration` = the agent's starting version + N; the test picks the start):
+  no completion was lost or recorded out of order.
 
 `SWIVEL_CHAOS_SEED` picks the seed (default 11). The figures (kills by the phase they hit,
 plans, submit calls) are printed (`-s`) and kept in docs/reliability.md. The 20-run version
@@ -43,6 +44,7 @@ from tests.polling import wait_for
 
 ORDER = {"Pending": 0, "Queued": 0, "Planned": 1, "Applying": 2, "Completed": 3, "Failed": 3}
 SEED = int(os.environ.get("SWIVEL_CHAOS_SEED", "11"))
+AGENT_START_VERSION = 30  # where the fake agent's configuration version starts
 
 
 class PhaseRecorder:
@@ -127,6 +129,7 @@ def _in_flight(h: Harness, names: list[str]) -> str:
 def run_chaos(h: Harness, recorder: PhaseRecorder, runs: int) -> dict[str, Any]:
     rng = random.Random(SEED)
     started = time.monotonic()
+    h.link.config_versions["fraud-detection"] = AGENT_START_VERSION
     h.job()
     names = [f"chaos-{i:02d}" for i in range(runs)]
     kills: collections.Counter[str] = collections.Counter()
@@ -161,7 +164,7 @@ def run_chaos(h: Harness, recorder: PhaseRecorder, runs: int) -> dict[str, Any]:
     # The job recorded the last one and the agent's last configuration version.
     job_status = (h.get("streamjobs", "fraud-detection") or {})["status"]
     assert job_status["lastReconfiguration"]["name"] == names[-1]
-    assert job_status["liveGeneration"] == 1 + runs
+    assert job_status["liveGeneration"] == AGENT_START_VERSION + runs
 
     figures = {
         "runs": runs,

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from swivel.operator.agents import JobAddress
 from tests.integration.operator.conftest import Harness
 from tests.polling import wait_for
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _recon(h: Harness, name: str, **spec: Any) -> dict[str, Any]:
@@ -21,15 +26,23 @@ def _recon(h: Harness, name: str, **spec: Any) -> dict[str, Any]:
 def test_a_reconfiguration_is_planned_applied_and_completed(harness: Harness) -> None:
     h = harness
     h.link.completion_polls = 2
+    # What the agent reports, chosen here (not the fake's defaults): the status must carry
+    # these values through, and the job's live generation is the agent's version.
+    h.link.delay_ms, h.link.workers = 37.25, 5
+    h.link.config_versions["fraud-detection"] = 40
+    h.link.now = lambda: "2031-02-03T04:05:06.5Z"
     h.job()
     _recon(h, "swap-model")
     done = h.wait_phase("reconfigurations", "swap-model", "Completed")
     status = done["status"]
     assert status["plan"]["kind"] == "live-control"
     assert status["plan"]["components"][0]["heads"] == ["customer-detector"]
-    assert status["delayMs"] == 12.5
-    assert status["progress"]["workersSwitched"] == 2
-    assert {"requestedAt", "acceptedAt", "completedAt"} <= status["timings"].keys()
+    assert status["delayMs"] == 37.25
+    assert (status["progress"]["workersSwitched"], status["progress"]["workersTotal"]) == (5, 5)
+    agent_instant = datetime(2031, 2, 3, 4, 5, 6, 500_000, tzinfo=UTC)
+    for instant in ("acceptedAt", "firstSwitchAt", "completedAt"):
+        assert _instant(status["timings"][instant]) == agent_instant, instant
+    assert _instant(status["timings"]["requestedAt"]) != agent_instant  # the object's creation
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Succeeded"]["status"] == "True"
     assert conditions["Failed"]["status"] == "False"
@@ -52,7 +65,7 @@ def test_a_reconfiguration_is_planned_applied_and_completed(harness: Harness) ->
     assert done["metadata"]["labels"]["swivel.dev/job"] == "fraud-detection"
     assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
     assert job["status"]["lastReconfiguration"]["kind"] == "live-control"
-    assert job["status"]["liveGeneration"] == 2
+    assert job["status"]["liveGeneration"] == 41  # the agent's version after the plan (40 + 1)
 
 
 def test_an_invalid_reconfiguration_fails_naming_the_field_and_touches_nothing(
@@ -218,6 +231,7 @@ def test_the_job_is_no_longer_reconfiguring_as_soon_as_its_plan_completes(
     """Issue 5 review: the job's phase and `Reconfiguring` condition follow the result at
     once (not at the next 10 s health tick), and its metadata.generation stays 1."""
     h = harness
+    h.link.config_versions["fraud-detection"] = 6  # the agent's version, unlike the spec's 1
     h.job()
     h.run_driver()
     h.wait_phase("streamjobs", "fraud-detection", "Running")
@@ -240,7 +254,7 @@ def test_the_job_is_no_longer_reconfiguring_as_soon_as_its_plan_completes(
     reconfiguring = h.condition("streamjobs", "fraud-detection", "Reconfiguring") or {}
     assert (reconfiguring.get("status"), reconfiguring.get("reason")) == ("False", "Idle")
     assert job["status"]["lastReconfiguration"]["name"] == "swap-model"
-    assert job["status"]["liveGeneration"] == 2  # the agent's configuration version...
+    assert job["status"]["liveGeneration"] == 7  # the agent's configuration version (6 + 1)...
     assert job["metadata"]["generation"] == 1  # ...not the spec's: nothing edited it
 
 
