@@ -1,5 +1,5 @@
-"""`python reaper.py PARENT_PID LOG COMMAND...`: run COMMAND as the leader of its own process
-group and reap it and every process it leaves behind, as a container's init does.
+"""`python reaper.py PARENT_PID LOG COMMAND...`: run COMMAND as the leader of its own
+process group and reap it and every process it leaves behind, as a container's init does.
 
 Why: a SIGKILLed driver's JVM and Python workers are orphaned at once. Here they are
 reparented to PID 1, which on this machine (and in some CI sandboxes) never reaps them, so
