@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs
 import pytest
 
 from swivel.api.dataflow import DataflowSpec
@@ -203,7 +203,8 @@ class Driver:
         and its Python workers (`os.setpgid(0, 0)` in pyspark/daemon.py), which a kill of
         the driver's group alone would leave running until the daemon notices its JVM is
         gone. Returns (processes, process groups) killed; returns once all are reaped."""
-        processes, groups = set(), set()
+        processes: set[int] = set()
+        groups: set[int] = set()
         while tree := self.tree():
             processes |= set(tree)
             for group in set(tree.values()) - groups:
