@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION
+from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.jobs.migration.actions import MigrationActions
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import (
@@ -83,7 +84,7 @@ class MigrationDriver:
         spark: Any,
         bins: int,
         query: Callable[[], Any],
-        agent: Any = None,  # swivel.jobs.runtime.driver.AgentDriverChannel
+        agent: AgentDriverChannel | None = None,
         mover: BinMover | None = None,
         *,
         checkpoint: str | None = None,
@@ -154,6 +155,7 @@ class MigrationDriver:
         "Driver channel"), so a restarted driver resumes exactly what is left: the migration
         action of a plan still Applying (once; `handle` re-plans it against the current
         placement), nothing of a plan whose migration was reported Completed or Failed."""
+        assert self.agent is not None  # started only with a channel (`start`)
         seq = 0
         while not self._stopping.is_set():
             try:
@@ -163,7 +165,7 @@ class MigrationDriver:
                 continue
             for action in actions:
                 seq = max(seq, int(action.get("seq", seq + 1)))
-                self.handle(action)
+                self.handle(dict(action))
 
     def handle(self, action: dict[str, Any]) -> bool:
         """Carry out one driver action (False: not one of ours, e.g. `restart`).
@@ -181,7 +183,8 @@ class MigrationDriver:
         if kind == "kill-executors":
             self.actions.handle(action, block=True)
             if "seq" in action:
-                self._post("/v1/driver/actions/done", {"seq": int(action["seq"])})
+                seq = int(action["seq"])
+                self._send("/v1/driver/actions/done", lambda agent: agent.action_done(seq))
             return True
         if kind in ("move-bins", "request-executors") and self.mover.query is None:
             # A restarted driver gets the action of a plan still Applying before its first
@@ -215,21 +218,19 @@ class MigrationDriver:
         if self.agent is None or not isinstance(plan_id, str) or not plan_id:
             return False
         try:
-            plan = self.agent._request("GET", f"/v1/plans/{plan_id}")
+            plan = self.agent.plan(plan_id)
         except (OSError, ValueError):
             return False
-        return bool((plan or {}).get("coordination"))
+        return bool(plan.get("coordination"))
 
     def set_coordination_interval(self, interval_s: float, plan_id: str | None = None) -> None:
         """From now on measure loads at most every `interval_s` seconds; confirm to the agent."""
         if not interval_s > 0:
             raise ValueError("the coordination interval must be positive")
         self.coordination_interval_s = float(interval_s)
-        self._post(
-            "/v1/driver/coordination",
-            {"planId": plan_id, "intervalSeconds": self.coordination_interval_s,
-             "appliedAt": time.time()},
-        )  # fmt: skip
+        body = {"planId": plan_id, "intervalSeconds": self.coordination_interval_s,
+                "appliedAt": time.time()}  # fmt: skip
+        self._send("/v1/driver/coordination", lambda agent: agent.confirm_coordination(body))
 
     # -- loads for the policies -----------------------------------------------------------
 
@@ -310,21 +311,23 @@ class MigrationDriver:
             memory_limit_bytes=self.memory_limit_bytes,
         )
         self.latest_loads = document
-        self._post("/v1/driver/loads", document)
+        self._send("/v1/driver/loads", lambda agent: agent.report_loads(document))
         return document
 
     # -- reports --------------------------------------------------------------------------
 
     def _report(self, body: dict[str, Any]) -> None:
-        self._post("/v1/driver/migration", body)
+        self._send("/v1/driver/migration", lambda agent: agent.report_migration(body))
 
-    def _post(self, path: str, body: dict[str, Any]) -> None:
+    def _send(self, route: str, call: Callable[[AgentDriverChannel], None]) -> None:
+        """One report to the agent; a refusal or an unreachable agent is said once per
+        route and never stops the driver."""
         if self.agent is None or self._stopping.is_set():  # stopping: the agent may be gone
             return
         try:
-            self.agent._request("POST", path, body)
+            call(self.agent)
         except OSError as error:
-            self._warn(path, f"{path} not accepted by the agent: {error}")
+            self._warn(route, f"{route} not accepted by the agent: {error}")
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -364,8 +367,6 @@ def start_migration_driver(
     Without `coordination_interval_s`, the interval of the agent's last completed
     coordination plan (`coordinationIntervalSeconds` of `GET /v1/config`), else the default: a restarted driver
     keeps what AIMD chose."""
-    from swivel.jobs.runtime.driver import AgentDriverChannel
-
     channel = AgentDriverChannel(agent_url, agent_token)
     interval = coordination_interval_s or agent_coordination_interval(channel)
     return MigrationDriver(
@@ -379,11 +380,11 @@ def start_migration_driver(
     ).start()
 
 
-def agent_coordination_interval(channel: Any) -> float | None:
+def agent_coordination_interval(channel: AgentDriverChannel) -> float | None:
     """The coordination interval the agent last confirmed (None: none yet, or no answer)."""
     try:
-        document = channel._request("GET", "/v1/config")
+        document = channel.config()
     except (OSError, ValueError):
         return None
-    interval = (document or {}).get("coordinationIntervalSeconds")
+    interval = document.get("coordinationIntervalSeconds")
     return float(interval) if isinstance(interval, int | float) and interval > 0 else None

@@ -11,14 +11,11 @@ checkpoint, report batch progress to the agent, and carry out boundary actions.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from swivel.api.streamjob import StreamJobSpec
+from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.compiling import CompiledQuery, compile_job, job_snapshot
 from swivel.jobs.runtime.feeds import SnapshotFeed, StaticFeed
@@ -34,46 +32,6 @@ from swivel.jobs.runtime.functions import AllowList
 from swivel.jobs.runtime.listening import ProgressListener
 from swivel.jobs.runtime.operators import WorkerSettings
 from swivel.jobs.runtime.sinks import build_sink
-
-
-@dataclass(frozen=True)
-class AgentDriverChannel:
-    """The driver side of the agent's HTTP API (docs/control-protocol.md, "Driver channel")."""
-
-    url: str
-    token: str | None = None
-
-    def _request(self, method: str, path: str, body: Any = None, timeout: float = 5.0) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        context = None
-        if self.url.startswith("https:"):  # verified against the job's CA (docs/agent.md)
-            from swivel.jobs.control.client import ENV_CA, agent_tls_context
-
-            context = agent_tls_context(os.environ.get(ENV_CA))
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            payload = response.read()
-            return json.loads(payload) if payload else None
-
-    def report(self, event: Mapping[str, Any]) -> None:
-        self._request("POST", "/v1/driver/progress", dict(event))
-
-    def actions(self, since: int, timeout: float = 20.0) -> list[Mapping[str, Any]]:
-        """Boundary actions after `since` (long-poll)."""
-        try:
-            answer = self._request(
-                "GET", f"/v1/driver/actions?since={since}&timeout={timeout:g}", timeout=timeout + 5
-            )
-        except urllib.error.HTTPError as error:
-            if error.code == 304:  # the agent's "nothing new" after the long-poll
-                return []
-            raise
-        if isinstance(answer, dict) and "action" in answer:  # the agent answers one action
-            return [answer]
-        return list((answer or {}).get("actions", []))
 
 
 class _ProgressListener(ProgressListener):
@@ -171,7 +129,7 @@ class JobRuntime:
             event = self._outbox.get()
             try:
                 self.agent.report(event)
-            except (OSError, urllib.error.URLError) as error:
+            except OSError as error:
                 print(f"swivel: progress report failed: {error}", file=sys.stderr)
 
     def _follow_actions(self) -> None:
@@ -201,7 +159,7 @@ class JobRuntime:
         if self.agent is None or "seq" not in action:
             return
         try:
-            self.agent._request("POST", "/v1/driver/actions/done", {"seq": int(action["seq"])})
+            self.agent.action_done(int(action["seq"]))
         except (OSError, ValueError) as error:  # an older agent: it replays, the check above
             print(f"swivel: action {action['seq']} not marked done: {error}", file=sys.stderr)
 

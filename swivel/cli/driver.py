@@ -66,8 +66,9 @@ def command(job_path: Path, boundary_timeout: float) -> None:
     if not url:
         raise click.ClickException("SWIVEL_AGENT_URL is not set (the agent beside the driver)")
     from swivel.embedded.sessions import local_session
+    from swivel.jobs.control.driver_channel import AgentDriverChannel
     from swivel.jobs.runtime.compiling import job_snapshot
-    from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
+    from swivel.jobs.runtime.driver import JobRuntime
     from swivel.jobs.runtime.feeds import AgentFeed
 
     master, migrations, spec = driver_setup(job.spec)

@@ -142,8 +142,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     from swivel.api.manifests import load_streamjob
     from swivel.embedded.sessions import local_session
+    from swivel.jobs.control.driver_channel import AgentDriverChannel
     from swivel.jobs.runtime.compiling import job_snapshot
-    from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
+    from swivel.jobs.runtime.driver import JobRuntime
     from swivel.jobs.runtime.feeds import AgentFeed
 
     url, worker_token = os.environ["SWIVEL_AGENT_URL"], os.environ["SWIVEL_AGENT_TOKEN"]

@@ -63,8 +63,9 @@ class EmbeddedJob:
         return self.spark.read.parquet(str(self.output_dir)).selectExpr(*columns).toPandas()
 
     def start(self) -> EmbeddedJob:
+        from swivel.jobs.control.driver_channel import AgentDriverChannel
         from swivel.jobs.runtime.compiling import job_snapshot
-        from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
+        from swivel.jobs.runtime.driver import JobRuntime
         from swivel.jobs.runtime.feeds import AgentFeed
 
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
-from swivel.jobs.runtime.driver import AgentDriverChannel
 from tests.fakes_migration import FakeMover, FakeQuery
 from tests.polling import wait_for
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.jobs.migration.driver import MigrationDriver
-from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
+from swivel.jobs.runtime.driver import JobRuntime
 from tests.fakes_migration import FakeMover, FakeQuery, FakeSpark
 from tests.polling import wait_for
 

@@ -17,7 +17,7 @@ from swivel.jobs.agent.auth import tls_context
 from swivel.jobs.agent.client import AgentClient, AgentUnreachable
 from swivel.jobs.control import client as control
 from swivel.jobs.control.client import ControlClient
-from swivel.jobs.runtime.driver import AgentDriverChannel
+from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.operator.agents import ClientAgentLink, JobAddress
 from swivel.operator.credentials import agent_hosts, new_credentials
 

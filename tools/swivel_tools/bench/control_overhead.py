@@ -42,8 +42,9 @@ def measure_overhead(
     rounds: int = 2,
     rate_per_s: float = 100.0,
 ) -> Overhead:
+    from swivel.jobs.control.driver_channel import AgentDriverChannel
     from swivel.jobs.runtime.compiling import job_snapshot
-    from swivel.jobs.runtime.driver import AgentDriverChannel, JobRuntime
+    from swivel.jobs.runtime.driver import JobRuntime
     from swivel.jobs.runtime.feeds import AgentFeed
     from swivel.jobs.runtime.testing import bounded
 

@@ -165,8 +165,8 @@ class _Swivel:
         return None if self.embedded.agent is None else self.embedded.agent.pid
 
     def start(self) -> None:
+        from swivel.jobs.control.driver_channel import AgentDriverChannel
         from swivel.jobs.migration.driver import MigrationDriver
-        from swivel.jobs.runtime.driver import AgentDriverChannel
 
         if self.embedded.runtime is not None:
             self.embedded.runtime.start()  # resume from its checkpoint
