@@ -39,6 +39,9 @@ from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_WATCH_TIMEOUT_S = 60.0
+# A plan's long-poll is shorter than a watch: its follower (the operator) also times out its
+# requests, and a shorter wait bounds how long a stopped operator keeps a connection.
+MAX_PLAN_WAIT_S = 30.0
 TICK_INTERVAL_S = 0.5
 HUB_KEY = web.AppKey("hub", Hub)
 # The largest honest body: a worker's full ack queue (10 000 acks of ~200 bytes) or the
@@ -95,8 +98,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    hub = request.app[HUB_KEY]
-    hub.tick()
+    hub = request.app[HUB_KEY]  # read only: the periodic `_ticker` keeps the gauges current
     response = web.Response(body=hub.metrics.exposition())
     response.headers["Content-Type"] = hub.metrics.content_type
     return response
@@ -215,12 +217,16 @@ async def submit_plan(request: web.Request) -> web.Response:
 
 
 async def get_plan(request: web.Request) -> web.Response:
-    hub = request.app[HUB_KEY]
-    record = hub.plan(request.match_info["plan_id"])
-    if record is None:
+    """The plan's document; with `since` (a revision the caller holds) a long-poll of up to
+    `timeout` seconds for a document whose revision differs, the unchanged one after it.
+    A read: the plan moves on from acks, driver reports and the periodic `_ticker`."""
+    query = request.query
+    since = query_int(query["since"], "since", 0) if query.get("since") else None
+    timeout = query_seconds(query.get("timeout"), "timeout", 0.0, MAX_PLAN_WAIT_S)
+    document = await request.app[HUB_KEY].wait_plan(request.match_info["plan_id"], since, timeout)
+    if document is None:
         return _errors(404, [{"field": "id", "reason": "no such plan"}])
-    hub.check_plan()
-    return web.json_response(hub.plan_document(hub.plan(record.id) or record))
+    return web.json_response(document)
 
 
 async def config(request: web.Request) -> web.Response:
@@ -291,6 +297,7 @@ async def last_resort(request: web.Request, handler: Handler) -> web.StreamRespo
 
 async def _ticker(app: web.Application) -> AsyncIterator[None]:
     # Completion can also come from time alone: a dead worker ages out, a plan times out.
+    # This task is the only place time moves the hub; no GET changes state.
     async def loop() -> None:
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)

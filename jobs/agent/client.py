@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,8 +91,18 @@ class AgentClient:
             body["idempotencyKey"] = idempotency_key
         return await self._request("POST", "/v1/plans", body)
 
-    async def get_plan(self, plan_id: str) -> dict[str, Any]:
-        return await self._request("GET", f"/v1/plans/{plan_id}")
+    async def get_plan(
+        self, plan_id: str, *, since: int | None = None, timeout: float = 0.0
+    ) -> dict[str, Any]:
+        """GET /v1/plans/{id}; with `since` (the `revision` of a document the caller holds)
+        a long-poll: the agent answers once the document's revision differs, else with the
+        same document after `timeout` seconds (at most 30). The request may take that much
+        longer than `request_timeout_s`."""
+        path = f"/v1/plans/{plan_id}"
+        if since is None:
+            return await self._request("GET", path)
+        query = urllib.parse.urlencode({"since": since, "timeout": f"{timeout:g}"})
+        return await self._request("GET", f"{path}?{query}", wait_s=timeout)
 
     async def get_config(self) -> dict[str, Any]:
         return await self._request("GET", "/v1/config")
@@ -128,11 +139,15 @@ class AgentClient:
                 raise TimeoutError(f"plan {plan_id} still {plan.get('phase')} after {timeout_s}s")
             await asyncio.sleep(poll_interval_s)
 
-    async def _request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    async def _request(
+        self, method: str, path: str, body: Any = None, *, wait_s: float = 0.0
+    ) -> dict[str, Any]:
+        """`wait_s`: how long the agent may hold the answer back (a long-poll), on top of the
+        request timeout."""
         delay = self._backoff_s
         for attempt in range(self._retries + 1):
             try:
-                return await self._once(method, path, body)
+                return await self._once(method, path, body, wait_s)
             except (aiohttp.ClientConnectionError, TimeoutError) as error:
                 if attempt == self._retries:
                     raise AgentUnreachable(
@@ -142,11 +157,19 @@ class AgentClient:
             delay = min(delay * 2, self._max_backoff_s)
         raise AssertionError("unreachable")
 
-    async def _once(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    async def _once(self, method: str, path: str, body: Any, wait_s: float) -> dict[str, Any]:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
+        timeout = self._timeout
+        if wait_s > 0:
+            timeout = aiohttp.ClientTimeout(total=(timeout.total or 0.0) + wait_s)
         async with self._session.request(
-            method, self.base_url + path, json=body, headers=self._headers, ssl=self._ssl
+            method,
+            self.base_url + path,
+            json=body,
+            headers=self._headers,
+            ssl=self._ssl,
+            timeout=timeout,
         ) as response:
             try:
                 document = await response.json(content_type=None)

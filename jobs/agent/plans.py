@@ -382,8 +382,9 @@ def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[st
         "workersTotal": len(pids),
         "operators": operators,
         "heads": heads,
-        "binsMoved": int(migration.get("binsMoved", 0)),
-        "binsTotal": int(migration.get("binsTotal", 0)),
-        "step": int(migration.get("step", 0)),
-        "steps": int(migration.get("steps", 0)),
+        # A report may leave them null (`MigrationReport`): not counted yet.
+        "binsMoved": int(migration.get("binsMoved") or 0),
+        "binsTotal": int(migration.get("binsTotal") or 0),
+        "step": int(migration.get("step") or 0),
+        "steps": int(migration.get("steps") or 0),
     }

@@ -68,10 +68,15 @@ def agent_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _bounded_long_poll(case: Any) -> None:
-    """A long-poll waits for as long as it is asked (20 s by default, 60 s at most); a wait
+    """A long-poll waits for as long as it is asked (a watch 20 s by default, 60 s at most; a
+    plan 30 s at most); a wait
     that is absent or reads as more than LONG_POLL_S is clamped so the run stays bounded.
     Values that are no number (or negative) are sent as generated."""
-    if case.operation.path not in ("/v1/control/watch", "/v1/driver/actions"):
+    if case.operation.path not in (
+        "/v1/control/watch",
+        "/v1/driver/actions",
+        "/v1/plans/{plan_id}",
+    ):
         return
     if case.query is None:
         case.query = {}

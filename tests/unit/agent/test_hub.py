@@ -334,3 +334,28 @@ def test_a_corrupt_state_file_starts_the_job_from_its_spec(tmp_path: Path) -> No
     assert "swivel_agent_state_recovered_total 1.0" in agent.metrics.exposition().decode()
     agent.submit(body())  # and works on
     assert hub(tmp_path, clock).snapshot.config_version == 2
+
+
+def test_reading_a_plan_changes_nothing_only_a_tick_times_it_out(tmp_path: Path) -> None:
+    """GETs never change state: past its timeout a plan stays Applying, its document the
+    same, until time comes in through `tick` (the app's periodic task)."""
+    clock = Clock()
+    agent = hub(tmp_path, clock, plan_timeout_s=60)
+    record = agent.submit(body())
+    first = agent.plan_document(record)
+    clock.now += 61
+    assert agent.plan_document(agent.plan(record.id)) == first
+    assert agent.plan(record.id).phase.value == "Applying"
+    agent.tick()
+    failed = agent.plan_document(agent.plan(record.id))
+    assert failed["phase"] == "Failed" and failed["revision"] != first["revision"]
+
+
+def test_a_restarted_agent_hands_out_revisions_its_predecessor_did_not(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    record = agent.submit(body())
+    before = agent.plan_document(record)["revision"]
+    clock.now += 1
+    restarted = hub(tmp_path, clock)
+    assert restarted.plan_document(restarted.plan(record.id))["revision"] > before
