@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 WORKER_SECRET_HEADER = "Swivel-Worker-Secret"
 ENROL_PATH = "/v1/control/workers"
-# A stand-in for the agent without identities (swivel.embedded.pump) has no enrol route:
+# A stand-in for the agent without identities (the control-overhead benchmark's pump,
+# swivel_tools.bench.pump) has no enrol route:
 # its workers go on under their pid, without a secret (a real agent refuses their acks).
 NO_ENROLMENT_STATUSES = frozenset({404, 405})
 
