@@ -9,13 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from swivel.embedded.sizing import Sizing, example_job
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -46,11 +46,12 @@ def running_job(tmp_path: Path) -> Iterator[tuple[dict[str, str], subprocess.Pop
     )  # fmt: skip
     output = tmp_path / "run.log"
     try:
-        deadline = time.monotonic() + 180
-        while output.read_text().count("batch ") < 3:
+
+        def three_batches() -> bool:
             assert process.poll() is None, output.read_text()
-            assert time.monotonic() < deadline, output.read_text()
-            time.sleep(0.5)
+            return output.read_text().count("batch ") >= 3
+
+        wait_for(three_batches, 180, "three batches in the run's output", every=0.5)
         yield env, process, output
     finally:
         if process.poll() is None:

@@ -38,6 +38,7 @@ from tests.integration.runtime.consistency_cases import (
     Case,
     lineage,
 )
+from tests.polling import wait_for
 
 
 @dataclass
@@ -190,16 +191,17 @@ def run_case(
 def _wait_until_running(schedule: Path, operator: str, batch: int, timeout: float) -> None:
     """Until the recording shows `operator` processing rows of batch `batch` or later."""
     marker = f'"operator":"{operator}",'
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def running() -> bool:
         for path in schedule.glob("process-*.jsonl"):
             for line in path.read_text(encoding="utf-8").splitlines():
                 if marker in line and line.endswith("}"):
                     seen = json.loads(line).get("batch")
                     if seen is not None and seen >= batch:
-                        return
-        time.sleep(0.01)
-    raise TimeoutError(f"{operator} processed no row of batch {batch} in {timeout} s")
+                        return True
+        return False
+
+    wait_for(running, timeout, f"{operator} processing a row of batch {batch}", every=0.01)
 
 
 # --- oracles on the sink rows (independent of the recorded schedule) ----------------------

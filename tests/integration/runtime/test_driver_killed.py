@@ -46,6 +46,7 @@ from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.control.recording import complete_lines, process_events
 from swivel.jobs.runtime.testing import bounded, check_recorded
 from tests.integration.runtime.conftest import EXAMPLE, small_fraud_job
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -83,22 +84,20 @@ def events(schedule: Path) -> list[dict[str, Any]]:
 
 
 def wait(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
-        time.sleep(0.01)
-    return result
+    return wait_for(check, timeout, what, every=0.01)
 
 
 def quiet(schedule: Path, for_s: float = 1.5, timeout: float = 30.0) -> None:
     """Wait until no worker has written a process event for `for_s` seconds."""
-    deadline, last, since = time.monotonic() + timeout, -1, time.monotonic()
-    while time.monotonic() - since < for_s:
-        assert time.monotonic() < deadline, "the stopped batch's workers kept writing"
+    seen = {"count": -1, "since": time.monotonic()}
+
+    def settled() -> bool:
         count = len(events(schedule))
-        if count != last:
-            last, since = count, time.monotonic()
-        time.sleep(0.1)
+        if count != seen["count"]:
+            seen.update(count=count, since=time.monotonic())
+        return time.monotonic() - seen["since"] >= for_s
+
+    wait_for(settled, timeout, "the stopped batch's workers to stop writing", every=0.1)
 
 
 def timeline(recorded: list[dict[str, Any]], batch: int) -> list[str]:

@@ -19,7 +19,6 @@ in which one stamped the new. One Spark run, judged by both tests.
 from __future__ import annotations
 
 import json
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from swivel.jobs.runtime.testing import (
     start_bounded,
     with_transition,
 )
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -92,13 +92,15 @@ def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
         runtime.wait_for_batches(1, timeout=300)  # every key has state under version 1
         # Publish once a head's task of a later batch has run its first slice: the task
         # still has most of its rows (DELAY_MS each) to run, so the head switches inside it.
-        deadline = time.monotonic() + 300
-        while not any(
-            e["operator"] in ("even", "odd") and (e["batch"] or 0) >= 1
-            for e in process_events(schedule)
-        ):
-            assert time.monotonic() < deadline, "no head ran a task of batch 1 in time"
-            time.sleep(0.01)
+        wait_for(
+            lambda: any(
+                e["operator"] in ("even", "odd") and (e["batch"] or 0) >= 1
+                for e in process_events(schedule)
+            ),
+            300,
+            "a head running a task of batch 1",
+            every=0.01,
+        )
         after = with_transition(
             before,
             {

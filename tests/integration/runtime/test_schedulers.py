@@ -12,7 +12,6 @@ every later task (the next wave, the next batch) starts on the new one.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from swivel.jobs.runtime.testing import (
     start_bounded,
     with_transition,
 )
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -88,12 +88,15 @@ def run_with_update(
 
 def running(schedule: Path, operator: str, batch: int, timeout: float = 300) -> None:
     """Wait until `operator` recorded processing rows of batch `batch` or a later one."""
-    deadline = time.monotonic() + timeout
-    while not any(
-        e["operator"] == operator and (e["batch"] or 0) >= batch for e in process_events(schedule)
-    ):
-        assert time.monotonic() < deadline, f"{operator} ran no task of batch {batch} in time"
-        time.sleep(0.01)
+    wait_for(
+        lambda: any(
+            e["operator"] == operator and (e["batch"] or 0) >= batch
+            for e in process_events(schedule)
+        ),
+        timeout,
+        f"{operator} running a task of batch {batch}",
+        every=0.01,
+    )
 
 
 def test_the_planner_puts_both_targets_in_one_component_headed_by_the_detector(fraud_job) -> None:

@@ -6,7 +6,6 @@ schedule goes to the consistency checker."""
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from swivel.jobs.runtime.testing import (
     start_bounded,
     with_transition,
 )
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -97,14 +97,16 @@ def run_with_update(spark, job, tmp_path: Path, *, scheduler: str, lag: dict | N
         # Land inside the next batch, while the branches run it: a task that has started
         # keeps what its first check read unless the feed delivers more (a FileFeed `lag`
         # delays that delivery only; every task reads the feed at its first check).
-        deadline = time.monotonic() + 300
-        while not any(
-            '"operator":"small"' in line and '"batch":0,' not in line
-            for path in schedule.glob("process-*.jsonl")
-            for line in path.read_text().splitlines()
-        ):
-            assert time.monotonic() < deadline, "the branches ran no task of batch 1 in time"
-            time.sleep(0.01)
+        wait_for(
+            lambda: any(
+                '"operator":"small"' in line and '"batch":0,' not in line
+                for path in schedule.glob("process-*.jsonl")
+                for line in path.read_text().splitlines()
+            ),
+            300,
+            "the branches running a task of batch 1",
+            every=0.01,
+        )
         components = mcs_components(job, tuple(SWAP)) if scheduler == "fries" else []
         after = with_transition(before, SWAP, scheduler=scheduler, components=components)
         publish(feed_path, after)

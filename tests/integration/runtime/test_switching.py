@@ -18,16 +18,9 @@ from swivel.jobs.runtime.testing import (
     start_bounded,
     with_transition,
 )
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
-
-
-def wait_until(condition, timeout: float = 90.0, step: float = 0.005) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(step)
 
 
 def test_a_function_update_is_seen_within_one_running_micro_batch(
@@ -51,7 +44,7 @@ def test_a_function_update_is_seen_within_one_running_micro_batch(
                 per_batch[event["batch"]] += 1
             return any(b >= 1 and 0 < n <= 500 for b, n in per_batch.items())
 
-        wait_until(mid_batch)
+        wait_for(mid_batch, 90.0, "a batch after the first partly processed", every=0.005)
         after = with_transition(
             before,
             {"label": {"params": {"label": "v2", "delay_ms": 40}}},
@@ -60,7 +53,7 @@ def test_a_function_update_is_seen_within_one_running_micro_batch(
         published_at = time.time()
         publish(feed_path, after)
         record_transition(schedule, before, after)
-        wait_until(lambda: runtime.batches_completed() >= 4)
+        wait_for(lambda: runtime.batches_completed() >= 4, 90.0, "4 batches", every=0.005)
     finally:
         runtime.stop()
     versions_by_batch = defaultdict(set)
