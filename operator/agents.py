@@ -114,7 +114,13 @@ class AgentLink(Protocol):
         submitting it again returns the plan it created, never a second one."""
         ...
 
-    async def get_plan(self, job: JobAddress, plan_id: str) -> dict[str, Any]: ...
+    async def get_plan(
+        self, job: JobAddress, plan_id: str, *, since: int | None = None, timeout: float = 0.0
+    ) -> dict[str, Any]:
+        """The agent's plan document; with `since` (a `revision` the caller saw) a long-poll
+        answered when the document changes, or unchanged after `timeout` seconds. A link
+        whose documents carry no `revision` answers at once."""
+        ...
 
     async def health(self, job: JobAddress) -> AgentHealth:
         """Raises AgentUnreachable when the agent does not answer."""
@@ -198,9 +204,11 @@ class ClientAgentLink:
         async with self._client(job) as client:
             return await client.submit_plan(name, spec, idempotency_key=key)
 
-    async def get_plan(self, job: JobAddress, plan_id: str) -> dict[str, Any]:
+    async def get_plan(
+        self, job: JobAddress, plan_id: str, *, since: int | None = None, timeout: float = 0.0
+    ) -> dict[str, Any]:
         async with self._client(job) as client:
-            return await client.get_plan(plan_id)
+            return await client.get_plan(plan_id, since=since, timeout=timeout)
 
     async def health(self, job: JobAddress) -> AgentHealth:
         url = job.url(self._url_for(job.namespace, job.name)).rstrip("/") + "/readyz"

@@ -58,6 +58,10 @@ from swivel.operator.recording import record_on_job
 PLURAL = "reconfigurations"
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
+# How long one step waits on the agent for a plan to change (its long-poll; the agent caps
+# it at 30 s). Short enough that a stopping operator is not held long, long enough that a
+# step sees most changes as they happen rather than at the next one.
+PLAN_WAIT_S = 10.0
 T = TypeVar("T")
 
 
@@ -274,6 +278,10 @@ async def _ours(current: Step, address: JobAddress, error: AgentRejected) -> dic
 
 
 async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
+    """Record the agent's plan now, then follow it by long-poll: ask again with the
+    `revision` just seen and wait (up to `PLAN_WAIT_S`) for the agent to say it changed, so
+    a completion is seen when it happens, not at the next step. An agent whose documents
+    carry no `revision` (or a plan already final) is asked once, as before."""
     plan_id = current.plan_id
     if not plan_id:
         message = "no agent plan id recorded; cannot follow"
@@ -282,18 +290,45 @@ async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
     address = await _address(current, job_body)
     if address is None:
         return
+    document = await _plan(current, address, plan_id, None)
+    if document is None:
+        return
+    await _take(current, document, job_body)
+    revision = document.get("revision")
+    if current.status.phase in FINAL_PHASES or not isinstance(revision, int):
+        return
+    changed = await _plan(current, address, plan_id, revision)
+    if changed is not None and changed.get("revision") != revision:
+        await _take(current, changed, job_body)
+
+
+async def _plan(
+    current: Step, address: JobAddress, plan_id: str, since: int | None
+) -> dict[str, Any] | None:
+    """The agent's plan document (with `since`, its next change or the same after
+    `PLAN_WAIT_S`); None once the failure to get it is recorded."""
     agents = current.ctx.agents
+    timeout = 0.0 if since is None else PLAN_WAIT_S
     try:
-        document = await _calling(current, address, lambda at: agents.get_plan(at, plan_id))
+        return await _calling(
+            current, address, lambda at: agents.get_plan(at, plan_id, since=since, timeout=timeout)
+        )
     except AgentUnreachable as error:
         await current.decide(Decision(Phase.APPLYING, Reason.AGENT_UNREACHABLE, str(error)))
-        return
+        return None
     except AgentRejected as error:
         if error.status != 404:
             raise kopf.TemporaryError(str(error), delay=5) from error
         message = f"the agent no longer knows plan {plan_id} (its state was lost)"
         await current.decide(Decision(Phase.FAILED, Reason.PLAN_LOST, message))
-        return
+        return None
+
+
+async def _take(
+    current: Step, document: Mapping[str, Any], job_body: Mapping[str, Any] | None
+) -> None:
+    """Write what the agent's plan document says into status (and, once Completed, the
+    job's last reconfiguration)."""
     decision = from_agent_plan(document)
     if current.status.plan is None:  # accepted, then a restart before the status write
         decision = Decision(

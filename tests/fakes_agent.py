@@ -36,6 +36,7 @@ class FakePlan:
     fails: bool
     document: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
+    revision: int = 0  # how often its document changed
 
 
 class TestingAgentLink:
@@ -55,6 +56,9 @@ class TestingAgentLink:
     One plan at a time per job, like the agent: a second submission answers 409 with
     `runningPlan`; a submission with the key of an earlier one gets that plan back.
     `submissions` records every accepted plan (what a test asserts on).
+    `revisions`: documents carry a `revision` (the real agent's long-poll cursor), so a
+    follower long-polls; off by default (an agent that answers at once, as before).
+    `plan_reads` records every `get_plan` as (plan id, since, timeout, revision answered).
     `job_specs`: a job's StreamJob spec, when a test registers it (`Harness.job` does): an
     accepted plan's document then carries `plan`, made by the agent's own planner.
     """
@@ -76,6 +80,8 @@ class TestingAgentLink:
         self.job_specs: dict[str, Mapping[str, Any]] = {}
         self.submissions: list[tuple[str, str, dict[str, Any]]] = []
         self.calls: list[tuple[str, str]] = []
+        self.revisions = False
+        self.plan_reads: list[tuple[str, int | None, float, int | None]] = []
         self._plans: dict[str, FakePlan] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -146,35 +152,48 @@ class TestingAgentLink:
         job_spec = StreamJobSpec.model_validate(body)
         return plan_reconfiguration(job_spec, ReconfigurationSpec.model_validate(spec)).to_dict()
 
-    async def get_plan(self, job: JobAddress, plan_id: str) -> dict[str, Any]:
+    async def get_plan(
+        self, job: JobAddress, plan_id: str, *, since: int | None = None, timeout: float = 0.0
+    ) -> dict[str, Any]:
+        """Answers at once, whatever `since` and `timeout` say (recorded in `plan_reads`):
+        each call moves the plan on, as `polls_left` says."""
         self._check(job, "get_plan")
         with self._lock:
             plan = self._plans.get(plan_id)
             if plan is None:
                 errors = [{"field": "id", "reason": "no such plan"}]
                 raise AgentRejected(404, errors, {"errors": errors})
-            document = plan.document
-            if document["phase"] in FINAL_PHASES:
-                return dict(document)
-            if plan.polls_left > 0:
-                plan.polls_left -= 1
-                document.update(
-                    phase="Applying",
-                    progress={"workersSwitched": self.workers // 2, "workersTotal": self.workers},
-                )
-                document["timings"]["firstSwitchAt"] = self.now()
-                return dict(document)
-            now = self.now()
-            document["timings"].update(lastSwitchAt=now, completedAt=now)
-            if plan.fails:
-                document.update(phase="Failed", message="workers did not switch (testing switch)")
-            else:
-                document.update(
-                    phase="Completed",
-                    delayMs=self.delay_ms,
-                    progress={"workersSwitched": self.workers, "workersTotal": self.workers},
-                )
+            answer = self._plan_document(plan)
+            self.plan_reads.append((plan_id, since, timeout, answer.get("revision")))
+            return answer
+
+    def _plan_document(self, plan: FakePlan) -> dict[str, Any]:
+        document = plan.document
+        if document["phase"] not in FINAL_PHASES:
+            plan.revision += 1  # every read of an unfinished plan moves it on
+            if self.revisions:
+                document["revision"] = plan.revision
+        if document["phase"] in FINAL_PHASES:
             return dict(document)
+        if plan.polls_left > 0:
+            plan.polls_left -= 1
+            document.update(
+                phase="Applying",
+                progress={"workersSwitched": self.workers // 2, "workersTotal": self.workers},
+            )
+            document["timings"]["firstSwitchAt"] = self.now()
+            return dict(document)
+        now = self.now()
+        document["timings"].update(lastSwitchAt=now, completedAt=now)
+        if plan.fails:
+            document.update(phase="Failed", message="workers did not switch (testing switch)")
+        else:
+            document.update(
+                phase="Completed",
+                delayMs=self.delay_ms,
+                progress={"workersSwitched": self.workers, "workersTotal": self.workers},
+            )
+        return dict(document)
 
     def finish_all(self) -> None:
         """Let every plan complete on its next poll."""

@@ -68,3 +68,41 @@ def test_a_resubmission_with_the_same_key_gets_the_same_plan(tmp_path: Path) -> 
     assert [body["idempotencyKey"] for body in seen] == ["streams/swap-model/0b9f"] * 2
     assert again["id"] == first["id"]  # not 409 busy, not a second plan
     assert again["configVersion"] == first["configVersion"] == 2
+
+
+async def _long_polls(state: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    job = load_streamjob(ROOT / "examples" / "fraud-detection" / "streamjob.yaml")
+    hub = Hub(job.spec, job.name, store=StateStore(state))
+    runner = web.AppRunner(create_app(hub, TOKEN), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    assert site._server is not None and site._server.sockets
+    port = site._server.sockets[0].getsockname()[1]
+    # A request timeout shorter than the wait: the long-poll must not be cut off by it.
+    link = ClientAgentLink(
+        lambda namespace, job: f"http://127.0.0.1:{port}", retries=0, request_timeout_s=0.3
+    )
+    address = JobAddress("streams", "fraud-detection", TOKEN)
+    try:
+        first = await link.submit(address, "swap-model", SPEC)
+        same = await link.get_plan(address, first["id"], since=first["revision"], timeout=0.6)
+
+        async def ack_soon() -> None:
+            await asyncio.sleep(0.1)
+            hub.registry.register(7, ())  # as its first watch would
+            hub.record_acks([{"pid": 7, "operator": "combine", "version": 2, "configVersion": 2}])
+
+        acking = asyncio.create_task(ack_soon())
+        changed = await link.get_plan(address, first["id"], since=first["revision"], timeout=5)
+        await acking
+    finally:
+        await link.close()
+        await runner.cleanup()
+    return first, same, changed
+
+
+def test_get_plan_long_polls_past_the_request_timeout(tmp_path: Path) -> None:
+    first, same, changed = asyncio.run(_long_polls(tmp_path / "state"))
+    assert same == first  # unchanged after the wait, not AgentUnreachable
+    assert changed["phase"] == "Completed" and changed["revision"] != first["revision"]
