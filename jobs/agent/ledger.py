@@ -83,20 +83,24 @@ class PlanLedger:
 
     # -- documents and their long-poll ------------------------------------------------------
 
-    def render(self, record: PlanRecord) -> dict[str, Any]:
+    def render(
+        self, record: PlanRecord, expected: frozenset[plans.WorkerOperator] | None = None
+    ) -> dict[str, Any]:
         """`record`'s document as it is now (without `revision`): its progress counts the
-        live workers that must switch."""
-        expected = self.expected(record) if record.phase is PlanPhase.APPLYING else frozenset()
-        return record.to_json(expected)
+        live workers that must switch (`expected`, when the caller has just computed it)."""
+        if record.phase is not PlanPhase.APPLYING:
+            return record.to_json(frozenset())
+        return record.to_json(self.expected(record) if expected is None else expected)
 
     def document(self, plan_id: str) -> dict[str, Any] | None:
         """The plan's document as the last change left it, with its `revision`."""
         kept = self._documents.get(plan_id)
         return None if kept is None else {**kept[1], "revision": kept[0]}
 
-    def refresh(self) -> None:
+    def refresh(self, expected: frozenset[plans.WorkerOperator] | None = None) -> None:
         """Re-render the plans that changed and the active one (its workers come and go);
-        a document that differs gets a new revision and wakes the long-polls."""
+        a document that differs gets a new revision and wakes the long-polls. `expected`:
+        the active plan's, when the caller has just computed it."""
         active = self._state.active_plan
         ids, self._dirty = self._dirty | ({active} if active else set()), set()
         changed = False
@@ -104,7 +108,7 @@ class PlanLedger:
             record = self._state.plans.get(plan_id)
             if record is None:
                 continue
-            body = self.render(record)
+            body = self.render(record, expected if plan_id == active else None)
             kept = self._documents.get(plan_id)
             if kept is None or kept[1] != body:
                 self._revision += 1
@@ -199,15 +203,16 @@ class PlanLedger:
     def settle(self) -> None:
         """After anything the active plan may depend on changed (or time passed): complete
         it when due, fail it when it timed out, then refresh the documents."""
-        self._check()
-        self.refresh()
-
-    def _check(self) -> None:
         record = self.active
         if record is None or record.phase is not PlanPhase.APPLYING:
+            self.refresh()
             return
+        expected = self.expected(record)  # once: the check and the document both count it
+        self._check(record, expected)
+        self.refresh(expected)
+
+    def _check(self, record: PlanRecord, expected: frozenset[plans.WorkerOperator]) -> None:
         now = self._clock()
-        expected = self.expected(record)
         if plans.completion_due(record, expected):
             done = plans.move(record, PlanPhase.COMPLETED, timings=_completed(record, now))
             self.finish(done, "completed")
