@@ -25,6 +25,7 @@ from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.loads import LoadsRejected
 from swivel.jobs.agent.submissions import PlanRejected
 from swivel.jobs.agent.wire import (
+    MAX_PLAN_WAIT_S,
     ActionDone,
     BodyRejected,
     CoordinationReport,
@@ -39,9 +40,6 @@ from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_WATCH_TIMEOUT_S = 60.0
-# A plan's long-poll is shorter than a watch: its follower (the operator) also times out its
-# requests, and a shorter wait bounds how long a stopped operator keeps a connection.
-MAX_PLAN_WAIT_S = 30.0
 TICK_INTERVAL_S = 0.5
 HUB_KEY = web.AppKey("hub", Hub)
 # The largest honest body: a worker's full ack queue (10 000 acks of ~200 bytes) or the

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from swivel.api.phases import FINAL_PHASES
+from swivel.jobs.agent.wire import MAX_PLAN_WAIT_S
 
 
 class AgentUnreachable(Exception):  # noqa: N818 - the name is the condition
@@ -127,17 +128,25 @@ class AgentClient:
         poll_interval_s: float = 0.05,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Poll the plan until Completed or Failed; TimeoutError after `timeout_s`."""
+        """Follow the plan until Completed or Failed (`on_progress` sees each document);
+        TimeoutError after `timeout_s`. It long-polls with the `revision` it last saw, so it
+        hears of each change as it happens; an agent whose documents carry no revision is
+        polled every `poll_interval_s`."""
         deadline = time.monotonic() + timeout_s
+        revision: int | None = None
         while True:
-            plan = await self.get_plan(plan_id)
+            wait = min(max(deadline - time.monotonic(), 0.0), MAX_PLAN_WAIT_S)
+            plan = await self.get_plan(plan_id, since=revision, timeout=wait)
             if on_progress is not None:
                 on_progress(plan)
             if plan.get("phase") in FINAL_PHASES:
                 return plan
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"plan {plan_id} still {plan.get('phase')} after {timeout_s}s")
-            await asyncio.sleep(poll_interval_s)
+            seen = plan.get("revision")
+            if not isinstance(seen, int):
+                await asyncio.sleep(poll_interval_s)
+            revision = seen if isinstance(seen, int) else None
 
     async def _request(
         self, method: str, path: str, body: Any = None, *, wait_s: float = 0.0

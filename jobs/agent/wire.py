@@ -21,6 +21,10 @@ from swivel.api.errors import FieldProblem, problems_from
 
 MAX_DEPTH = 32  # the deepest honest document (a migration report) is 5 levels
 INT_LIMIT = 2**63  # batch ids, seqs, counts: Spark's longs
+# The longest a plan's long-poll waits (`GET /v1/plans/{id}?timeout=`), shorter than a watch:
+# its followers (the operator, the CLI) time out their requests too, and a shorter wait
+# bounds how long a stopped follower keeps a connection.
+MAX_PLAN_WAIT_S = 30.0
 MAX_TEXT = 4096
 MAX_NAME = 253  # a Kubernetes object name
 LATEST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: beyond it no timestamp can be shown
