@@ -33,7 +33,7 @@ from swivel.jobs.agent.acks import parse_acks
 from swivel.jobs.agent.batches import Batches
 from swivel.jobs.agent.configuration import ConfigChannel
 from swivel.jobs.agent.driver_actions import DriverActions
-from swivel.jobs.agent.driver_channel import MAX_BATCH_JUMP, DriverChannel
+from swivel.jobs.agent.driver_channel import DriverChannel
 from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.ledger import PlanLedger
 from swivel.jobs.agent.metrics import AgentMetrics
@@ -42,8 +42,6 @@ from swivel.jobs.agent.store import DurableState, StateStore
 from swivel.jobs.agent.submissions import Planner, default_planner, initial_operators
 from swivel.jobs.agent.workers import WorkerRegistry
 from swivel.jobs.control.snapshots import Snapshot
-
-__all__ = ["MAX_BATCH_JUMP", "Hub"]
 
 
 class Hub:
