@@ -38,7 +38,7 @@ import pytest
 from kubernetes import client, watch
 
 from swivel.api.phases import FINAL_PHASES
-from swivel.operator import main
+from swivel.operator import main, reconfiguration_following
 from tests.integration.operator.conftest import Harness
 from tests.polling import wait_for
 
@@ -90,8 +90,11 @@ class PhaseRecorder:
 
 @pytest.fixture
 def abrupt(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stopping the operator cancels its running handlers at once (no 2 s to finish)."""
+    """Stopping the operator cancels its running handlers and followers at once (no 2 s,
+    resp. `CANCELLATION_BACKOFF_S`, to finish)."""
     real = main.settings
+    # Followers between steps exit at once; one in a step is cancelled 0.1 s later.
+    monkeypatch.setattr(reconfiguration_following, "CANCELLATION_BACKOFF_S", 0.1)
 
     def settings(**options: Any) -> Any:
         configured = real(**options)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -258,19 +260,78 @@ def test_the_job_is_no_longer_reconfiguring_as_soon_as_its_plan_completes(
     assert job["metadata"]["generation"] == 1  # ...not the spec's: nothing edited it
 
 
-def test_kopf_keeps_no_bookkeeping_on_a_reconfiguration(harness: Harness) -> None:
-    """Reconfigurations are followed by the operator's own task, not a kopf timer: no
-    finalizer and no kopf annotations (each was a patch and a watch event per object); a
-    finalizer left by an operator that still had the timer is taken off."""
+def _requests(h: Harness) -> collections.Counter[str]:
+    """The sandbox's API request counts by `client verb resource` (since it started)."""
+    url = h.api.configuration.host + "/sandbox/requests"
+    response = h.api.rest_client.pool_manager.request("GET", url)
+    return collections.Counter(json.loads(response.data))
+
+
+def _finalizers(h: Harness, name: str) -> list[str]:
+    metadata = (h.get("reconfigurations", name) or {}).get("metadata") or {}
+    return list(metadata.get("finalizers") or [])
+
+
+def test_kopf_follows_a_reconfiguration_for_two_writes_of_its_own(harness: Harness) -> None:
+    """A kopf daemon follows each unfinished Reconfiguration: kopf's bookkeeping on the
+    object is its finalizer (on while the daemon runs, off once the object is finished: two
+    patches), no annotations; the operator's own writes are the plan-id annotation and two
+    status writes (Applying, Completed). The counts are in docs/operator.md."""
     h = harness
-    h.link.completion_polls = 2
+    h.link.completion_polls = 1  # the happy path: the plan completes at the first poll
     h.job()
-    body = h.example("reconfiguration.yaml")
-    body["metadata"] = {"name": "swap-model", "finalizers": ["swivel.dev/finalizer"]}
-    h.create("reconfigurations", body)
-    done = h.wait_phase("reconfigurations", "swap-model", "Completed")
-    metadata = done["metadata"]
-    assert not metadata.get("finalizers")
-    assert set(metadata.get("annotations") or {}) == {"swivel.dev/agent-plan-id"}
+    _recon(h, "warm-up")  # counted apart: it waits for the job's agent token Secret
+    h.wait_phase("reconfigurations", "warm-up", "Completed")
+    wait_for(lambda: not _finalizers(h, "warm-up"), 5, "warm-up: finalizer off")
+    rounds = 3
+    before = _requests(h)
+    for i in range(rounds):
+        name = f"swap-{i}"
+        _recon(h, name, functionUpdates=[{"operator": "combine", "params": {"round": i}}])
+        done = h.wait_phase("reconfigurations", name, "Completed")
+        assert set(done["metadata"].get("annotations") or {}) == {"swivel.dev/agent-plan-id"}
+        wait_for(lambda name=name: not _finalizers(h, name), 5, f"{name}: finalizer off")
+    used = _requests(h) - before
+    writes = {
+        key: count / rounds
+        for key, count in used.items()
+        if key.split(" ")[1] in ("create", "patch", "update", "delete")
+        and key.split(" ")[2].startswith("reconfigurations")
+    }
+    events = used["kopf create events"] / rounds
+    print(f"writes on Reconfigurations per Reconfiguration: {writes}; Events: {events}")
+    assert writes.get("kopf patch reconfigurations") == 2  # the finalizer, on and off
+    assert writes.get("OpenAPI-Generator patch reconfigurations") == 1  # plan id and label
+    # Applying, progress (the fake's first poll: 1 of 2 workers switched), Completed.
+    assert writes.get("OpenAPI-Generator patch reconfigurations/status") == 3
+    h.delete("reconfigurations", "swap-0")
+    wait_for(lambda: h.get("reconfigurations", "swap-0") is None, 5, "a finished one goes at once")
+
+
+def test_kopf_stops_the_follower_of_a_deleted_reconfiguration_and_lets_it_go(
+    harness: Harness,
+) -> None:
+    h = harness
+    h.link.completion_polls = 10_000
+    h.job()
+    _recon(h, "swap-model")
+    h.wait_phase("reconfigurations", "swap-model", "Applying")
+    assert _finalizers(h, "swap-model") == ["swivel.dev/finalizer"]  # kopf's, for the daemon
     h.delete("reconfigurations", "swap-model")
-    wait_for(lambda: h.get("reconfigurations", "swap-model") is None, 5, "deleted at once")
+    # kopf lets a step under way finish (CANCELLATION_BACKOFF_S), then lets the object go.
+    wait_for(lambda: h.get("reconfigurations", "swap-model") is None, 10, "deleted")
+    polls = len([c for c in h.link.calls if c[0] == "get_plan"])
+    time.sleep(1.0)  # five follow intervals
+    assert len([c for c in h.link.calls if c[0] == "get_plan"]) == polls
+
+
+def test_a_stopped_operator_leaves_no_follower_running(harness: Harness) -> None:
+    h = harness
+    h.link.completion_polls = 10_000
+    h.job()
+    _recon(h, "swap-model")
+    h.wait_phase("reconfigurations", "swap-model", "Applying")
+    h.stop()
+    polls = len([c for c in h.link.calls if c[0] == "get_plan"])
+    time.sleep(1.0)  # five follow intervals
+    assert len([c for c in h.link.calls if c[0] == "get_plan"]) == polls
