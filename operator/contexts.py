@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -74,15 +75,22 @@ class OperatorContext:
     # What the watch streams showed (kopf's indexes) and the operator's own last writes.
     known: Known = field(default_factory=Known)
     submissions: Submissions = field(default_factory=Submissions)
-    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    # A lock lives while someone holds or awaits it (`async with` keeps it referenced):
+    # a finished or deleted object's lock goes with its last user, so the map stays as
+    # small as the work in flight instead of growing by every name ever seen.
+    _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
     _tokens: dict[tuple[str, str], tuple[str, JobCredentials]] = field(default_factory=dict)
-    # The follow-up task of each unfinished Reconfiguration (namespace, name).
-    followers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
 
     def lock(self, key: str) -> asyncio.Lock:
         """One lock per key (a job, an object uid): kopf runs timers and change handlers of
-        the same object concurrently, and nothing may be submitted twice."""
-        return self._locks.setdefault(key, asyncio.Lock())
+        the same object concurrently, and nothing may be submitted twice. Callers hold on
+        to it only for the `async with`; once nobody does, it is dropped."""
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
 
     async def job_address(
         self, namespace: str, job: str, uid: str | None = None, *, fresh: bool = False
