@@ -1,7 +1,8 @@
 """What a completed Reconfiguration writes on its StreamJob: `lastReconfiguration`,
 `liveGeneration`, `executors` (a rescale) and the job's `Reconfiguring` condition and
 phase, with an Event and the delay metrics. Written with the result rather than left to the
-next health tick (a queued sibling sets `Reconfiguring` again when it goes).
+next health tick (a queued sibling sets `Reconfiguring` again when it goes). The write goes
+through the job's one status writer (`jobstatuses.py`), under the job's lock.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from swivel.api.conditions import Condition, ConditionStatus, set_condition
 from swivel.api.reconfiguration import ReconfigurationStatus
 from swivel.api.streamjob import JobPhase, LastReconfiguration, StreamJobStatus
 from swivel.operator import events, metrics
-from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.jobstatuses import freshest, job_lock, write_job_status
 
 
 async def record_on_job(
@@ -30,7 +31,9 @@ async def record_on_job(
     document: Mapping[str, Any],
 ) -> None:
     """`name` completed with `status` (the agent's plan `document`): one status write on
-    the job (remembered, so the next step of a sibling plans on it before the watch says)."""
+    the job (remembered, so the next step of a sibling plans on it before the watch says),
+    computed from the job's freshest status under its lock (the health timer also writes
+    conditions and phase)."""
     timings = status.timings
     last = LastReconfiguration(
         name=name,
@@ -38,17 +41,17 @@ async def record_on_job(
         delay_ms=status.delay_ms,
         completed_at=timings.completed_at if timings else None,
     )
-    update: dict[str, Any] = {
-        "lastReconfiguration": last.to_manifest(),
-        **_idle(job_body, name, ctx.clock()),
-    }
-    if document.get("configVersion") is not None:
-        update["liveGeneration"] = int(document["configVersion"])
-    rescale = spec.get("rescale") or {}
-    if rescale.get("executors"):
-        update["executors"] = int(rescale["executors"])
-    written = await ctx.cluster.patch(Ref.of(job_body), {"status": update}, status=True)
-    ctx.known.wrote(written)
+    async with job_lock(ctx, job_body):
+        update: dict[str, Any] = {
+            "lastReconfiguration": last.to_manifest(),
+            **_idle(freshest(ctx, job_body), name, ctx.clock()),
+        }
+        if document.get("configVersion") is not None:
+            update["liveGeneration"] = int(document["configVersion"])
+        rescale = spec.get("rescale") or {}
+        if rescale.get("executors"):
+            update["executors"] = int(rescale["executors"])
+        await write_job_status(ctx, job_body, update)
     events.emit(job_body, "ReconfigurationCompleted", f"{name} ({last.kind}) completed")
     if timings and timings.requested_at and timings.completed_at:
         waited = (timings.completed_at - timings.requested_at).total_seconds()

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from swivel.api.base import API_GROUP, API_VERSION
 from swivel.api.errors import SpecError, problems_from
 from swivel.api.functions import spec_problems
-from swivel.api.streamjob import StreamJob, StreamJobSpec, StreamJobStatus
+from swivel.api.streamjob import StreamJob, StreamJobSpec
 from swivel.controllers.shapes import CompileError, plan_shape
 from swivel.operator import events, metrics
 from swivel.operator.admission import (
@@ -46,6 +46,7 @@ from swivel.operator.credentials import job_credentials, secret_outdated
 from swivel.operator.healthchecks import JobObservation, next_status
 from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
+from swivel.operator.jobstatuses import current_status, job_lock, write_job_status
 from swivel.operator.naming import Names, Owner, name_problems
 from swivel.operator.phases import ACTIVE
 from swivel.operator.restarts import RESTART_HASH_ANNOTATION, SINK_ANNOTATION, restart_refusal
@@ -89,13 +90,6 @@ def parse_job(body: Mapping[str, Any]) -> StreamJob:
     except CompileError as error:
         raise SpecError.single(error.field, error.reason) from None
     return job
-
-
-def status_of(body: Mapping[str, Any]) -> StreamJobStatus:
-    try:
-        return StreamJobStatus.model_validate(dict(body.get("status") or {}))
-    except ValidationError:
-        return StreamJobStatus()
 
 
 async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> str:
@@ -172,31 +166,32 @@ async def _gone(ctx: OperatorContext, ref: Ref) -> bool:
     return True
 
 
-def _invalid(body: Mapping[str, Any], patch: kopf.Patch, error: SpecError) -> None:
+async def _invalid(ctx: OperatorContext, body: Mapping[str, Any], error: SpecError) -> None:
+    """Failed, with the fields in the message (one write), an Event and the metric."""
     message = str(error)
     reason = "ImageRefused" if error.problems[0].field == "spec.image" else "InvalidSpec"
-    patch.status["phase"] = "Failed"
-    patch.status["message"] = message
+    await write_job_status(ctx, body, {"phase": "Failed", "message": message})
     events.emit(body, reason, message, warning=True)
     metrics.FAILURES.labels("streamjob", reason).inc()
 
 
-async def ensure(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
+async def ensure(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+    """Create or resume: the children, then one status write (called under `job_lock`)."""
     metrics.RECONCILES.labels("streamjob", "ensure").inc()
     try:
         job = parse_job(body)
     except SpecError as error:
-        _invalid(body, patch, error)
+        await _invalid(ctx, body, error)
         raise kopf.PermanentError(str(error)) from None
     outcome = await apply_children(ctx, job, owner_of(body))
-    status = status_of(body)
-    patch.status["observedGeneration"] = body["metadata"].get("generation")
-    if status.executors is None:
-        patch.status["executors"] = job.spec.executor.instances
+    update: dict[str, Any] = {"observedGeneration": body["metadata"].get("generation")}
+    if current_status(ctx, body).executors is None:
+        update["executors"] = job.spec.executor.instances
     if outcome.startswith("refused: "):
-        _refused(body, patch, outcome)
+        update["message"] = _refused(body, outcome)
     elif outcome != "kept":
         events.emit(body, "DriverCreated", f"driver pod {outcome}")
+    await write_job_status(ctx, body, update)
 
 
 async def edited(
@@ -204,14 +199,14 @@ async def edited(
     body: Mapping[str, Any],
     old: Mapping[str, Any] | None,
     new: Mapping[str, Any] | None,
-    patch: kopf.Patch,
 ) -> None:
+    """A spec edit: classified, acted on, said in status (one write, under `job_lock`)."""
     metrics.RECONCILES.labels("streamjob", "update").inc()
     try:
         job = parse_job(body)
         old_spec = StreamJobSpec.model_validate(dict(old or {}))
     except SpecError as error:
-        _invalid(body, patch, error)
+        await _invalid(ctx, body, error)
         raise kopf.PermanentError(str(error)) from None
     except ValidationError:  # the previous spec was invalid: nothing live to compare with
         old_spec = None
@@ -232,21 +227,22 @@ async def edited(
                 raise
         message += f": Reconfiguration {recon['metadata']['name']}"
     outcome = await apply_children(ctx, job, owner)
+    update: dict[str, Any] = {"message": message, "observedGeneration": generation}
     if outcome == "replaced":
-        patch.status["phase"] = "Restarting"
-    patch.status["message"] = message
-    patch.status["observedGeneration"] = generation
+        update["phase"] = "Restarting"
     events.emit(body, "SpecChangeClassified", message)
     if outcome.startswith("refused: "):
-        _refused(body, patch, outcome, f"{message}: ")
+        update["message"] = _refused(body, outcome, f"{message}: ")
+    await write_job_status(ctx, body, update)
 
 
-def _refused(body: Mapping[str, Any], patch: kopf.Patch, outcome: str, prefix: str = "") -> None:
-    """A restart the driver could not resume from: kept running, said in status and Event."""
+def _refused(body: Mapping[str, Any], outcome: str, prefix: str = "") -> str:
+    """A restart the driver could not resume from: kept running, said in an Event; returns
+    the status message."""
     why = outcome.removeprefix("refused: ")
-    patch.status["message"] = prefix + why
     events.emit(body, "RestartRefused", why, warning=True)
     metrics.FAILURES.labels("streamjob", "RestartRefused").inc()
+    return prefix + why
 
 
 async def deleted(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
@@ -307,9 +303,9 @@ async def observe(ctx: OperatorContext, body: Mapping[str, Any]) -> JobObservati
     )
 
 
-async def check_health(ctx: OperatorContext, body: Mapping[str, Any], patch: kopf.Patch) -> None:
+async def check_health(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+    """Observe the pod and the agent; write what changed (one write, under `job_lock`)."""
     metrics.RECONCILES.labels("streamjob", "health").inc()
-    current = status_of(body)
     observation = await observe(ctx, body)
     if (
         observation.pod is None
@@ -318,14 +314,15 @@ async def check_health(ctx: OperatorContext, body: Mapping[str, Any], patch: kop
     ):
         outcome = await apply_children(ctx, parse_job(body), owner_of(body))
         events.emit(body, "DriverCreated", f"driver pod {outcome} (it was missing)")
+    current = current_status(ctx, body)  # after the observation: the latest write counts
     updated = next_status(current, observation, ctx.clock())
     before = current.to_manifest()
     after = updated.to_manifest()
     if after == before:
         return
-    for key, value in after.items():
-        if before.get(key) != value:
-            patch.status[key] = value
+    await write_job_status(
+        ctx, body, {key: value for key, value in after.items() if before.get(key) != value}
+    )
     old_ready = _condition_reason(before)
     new_ready = _condition_reason(after)
     if old_ready != new_ready:
@@ -345,23 +342,21 @@ def _condition_reason(status: Mapping[str, Any]) -> tuple[str, str]:
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     @kopf.on.resume(*RESOURCE, registry=registry)
     @kopf.on.create(*RESOURCE, registry=registry)
-    async def streamjob_ensure(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        async with ctx.lock(f"job/{body['metadata']['uid']}"):
-            await ensure(ctx, body, patch)
+    async def streamjob_ensure(body: kopf.Body, **_: Any) -> None:
+        async with job_lock(ctx, body):
+            await ensure(ctx, body)
 
     @kopf.on.update(*RESOURCE, field="spec", registry=registry)
-    async def streamjob_edited(
-        body: kopf.Body, old: Any, new: Any, patch: kopf.Patch, **_: Any
-    ) -> None:
-        async with ctx.lock(f"job/{body['metadata']['uid']}"):
-            await edited(ctx, body, old, new, patch)
+    async def streamjob_edited(body: kopf.Body, old: Any, new: Any, **_: Any) -> None:
+        async with job_lock(ctx, body):
+            await edited(ctx, body, old, new)
 
     @kopf.on.delete(*RESOURCE, registry=registry)
     async def streamjob_deleted(body: kopf.Body, **_: Any) -> None:
         await deleted(ctx, body)
 
     @kopf.timer(*RESOURCE, interval=ctx.intervals.health, registry=registry)
-    async def streamjob_health(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    async def streamjob_health(body: kopf.Body, **kwargs: Any) -> None:
         ctx.known.attach(kwargs)
-        async with ctx.lock(f"job/{body['metadata']['uid']}"):
-            await check_health(ctx, body, patch)
+        async with job_lock(ctx, body):
+            await check_health(ctx, body)
