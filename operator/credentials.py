@@ -83,8 +83,8 @@ class JobCredentials(RoleTokens):
         return cls(token, read(CA_KEY), read(CERT_KEY), read(PRIVATE_KEY_KEY))
 
     def with_tls(self, hosts: list[str], now: datetime.datetime | None = None) -> JobCredentials:
-        """These credentials, with a certificate issued if they have none (kept otherwise:
-        an upgrade from a Secret without one adds it, a reconcile never replaces it)."""
+        """These credentials, with a certificate issued if they have none (kept otherwise: a
+        reconcile never replaces it)."""
         if self.tls:
             return self
         ca, cert, key = issue_certificate(hosts, now)
@@ -185,23 +185,13 @@ def render_token_secret(owner: Owner, credentials: JobCredentials | str) -> Mani
 
 
 def job_credentials(secret: Manifest | None, owner: Owner, *, tls: bool = True) -> JobCredentials:
-    """The credentials an existing Secret holds (never rotated), else new ones (with a
-    certificate when `tls`). A Secret an older operator wrote without a certificate gets
-    none: its driver pod's agent serves plain HTTP, and the operator must not speak HTTPS
-    to it (nor fall back to HTTP when TLS fails: that would be a downgrade). Such a job
-    gains TLS when it is re-created (docs/agent.md)."""
+    """The credentials an existing Secret holds (never rotated: the running driver pod's
+    agent serves with them), else new ones (with a certificate when `tls`)."""
     existing = JobCredentials.of_secret(secret)
     if existing is not None:
         return existing
     names = Names(owner.name)
     return new_credentials(agent_hosts(names.service, owner.namespace), tls=tls)
-
-
-def secret_outdated(existing: Manifest | None, rendered: Manifest) -> bool:
-    """Whether the existing Secret lacks keys the rendered one has (written by an older
-    operator): only then is a Secret patched, with the same token."""
-    have = set((existing or {}).get("data") or {})
-    return not set(rendered.get("data") or {}) <= have
 
 
 def token_of(secret: Manifest) -> str | None:

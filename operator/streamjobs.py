@@ -42,7 +42,7 @@ from swivel.operator.children import render_children
 from swivel.operator.classifying import classify, edit_reconfiguration
 from swivel.operator.clusters import ApiFailure, Ref
 from swivel.operator.contexts import OperatorContext
-from swivel.operator.credentials import job_credentials, secret_outdated
+from swivel.operator.credentials import job_credentials
 from swivel.operator.healthchecks import JobObservation, next_status
 from swivel.operator.images import installed_policy
 from swivel.operator.joblabels import reconfigurations_of
@@ -110,7 +110,7 @@ async def apply_children(ctx: OperatorContext, job: StreamJob, owner: Owner) -> 
             if failure.status != 409:
                 raise
             # The token is never rotated; a claim's spec is immutable once bound.
-            if child["kind"] not in CREATED_ONCE or secret_outdated(secret, child):
+            if child["kind"] not in CREATED_ONCE:
                 body = {k: v for k, v in child.items() if k not in ("apiVersion", "kind")}
                 await cluster.patch(Ref.of(child), body)
     return outcome

@@ -56,7 +56,7 @@ OPERATOR_NEEDS: set[Right] = (
     | rights([""], ["persistentvolumeclaims"], ["create", "delete"])  # created once
     # the job's credentials: read by name, created once, patched when outdated; collected
     # by the garbage collector, never listed, watched or deleted by the operator
-    | rights([""], ["secrets"], ["get", "create", "patch"])
+    | rights([""], ["secrets"], ["get", "create"])
     | rights(["networking.k8s.io"], ["networkpolicies"], ["create", "patch"])  # per job
     | rights([""], ["events"], ["create"])  # kopf posts core v1 Events
 )
@@ -176,13 +176,14 @@ def test_secrets_are_not_in_the_cluster_scope_when_namespaced(render: Render) ->
 @pytest.mark.parametrize("mode", MODES)
 def test_secrets_are_read_by_name_only_in_every_mode(render: Render, mode: str) -> None:
     """No list or watch (no enumerating, no bulk read of a namespace's Secrets), no delete, no
-    update; cluster-wide mode grants the same three verbs cluster-wide (docs/security.md)."""
+    update, no patch; cluster-wide mode grants the same two verbs cluster-wide
+    (docs/security.md)."""
     for scope, held in granted(render(MODES[mode])).items():
         verbs = {verb for group, resource, verb in held if resource == "secrets"}
         if scope == CLUSTER and not MODES[mode].get("watch", {}).get("clusterWide"):
             assert verbs == set()
         else:
-            assert verbs == {"get", "create", "patch"}, (mode, scope)
+            assert verbs == {"get", "create"}, (mode, scope)
 
 
 def test_the_driver_role_is_pods_only() -> None:

@@ -99,12 +99,12 @@ chart to it.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   verbs: ["create", "delete"]
-# The job's credentials Secret, read by its name only: created once, patched when an older
-# one lacks a newer field. No list or watch (nobody's Secrets are enumerated) and no delete
-# (garbage collection removes it with its StreamJob).
+# The job's credentials Secret, read by its name only: created once, never patched. No
+# list or watch (nobody's Secrets are enumerated) and no delete (garbage collection
+# removes it with its StreamJob).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "create"]
 # Each job's NetworkPolicy (only its own pods and the operator reach it): created, or
 # patched when it exists; garbage-collected with its StreamJob.
 - apiGroups: ["networking.k8s.io"]

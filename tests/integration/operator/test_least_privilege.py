@@ -141,8 +141,6 @@ def test_the_operator_calls_only_what_the_chart_grants(audited: Harness) -> None
     assert used - granted - TRIED_AND_REFUSED == set(), f"not granted: {sorted(used - granted)}"
     assert not TRIED_AND_REFUSED & granted
     assert granted - used - UNUSED_BY_DESIGN == {
-        # patched only when an older Secret lacks a newer field (TLS added by an upgrade)
-        ("secrets", "patch"),
         # read by name only when kopf's index does not hold the object yet (operator/
         # reconfigurations.py: a job or Reconfiguration not seen on the watch stream)
         ("streamjobs", "get"),

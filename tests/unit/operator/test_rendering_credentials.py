@@ -25,7 +25,6 @@ from swivel.operator.credentials import (
     job_credentials,
     new_credentials,
     render_token_secret,
-    secret_outdated,
 )
 from swivel.operator.naming import Owner
 
@@ -163,16 +162,4 @@ def test_an_existing_secret_keeps_its_token_and_certificate() -> None:
     assert fresh.tls and len(fresh.token) == 64
     rendered = render_token_secret(OWNER, fresh)
     assert job_credentials(rendered, OWNER) == fresh  # never re-issued
-    assert not secret_outdated(rendered, rendered)
     assert JobCredentials.of_secret(None) is None
-
-
-def test_an_older_operators_secret_gains_the_job_tokens_but_no_certificate() -> None:
-    """Its driver pod's agent serves plain HTTP: speaking HTTPS to it would cut the operator
-    off, falling back to HTTP would be a downgrade; it gains TLS when re-created."""
-    old = {"data": {"token": base64.b64encode(b"kept").decode()}}
-    credentials = job_credentials(old, OWNER)
-    assert credentials.token == "kept" and not credentials.tls
-    rendered = render_token_secret(OWNER, credentials)
-    assert secret_outdated(old, rendered)  # patched once, on upgrade
-    assert set(rendered["data"]) == {"token", "driver-token", "worker-token"}
