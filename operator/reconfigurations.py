@@ -11,9 +11,8 @@ and a resubmission carries the idempotency key. Status is written straight away 
 the `Cluster` (not at the end of the handler); what follows an acceptance waits until no
 other step is on its way to a submit (`contexts.Submissions`: submits first in a burst).
 
-The writes a step makes go through `Step` (operator/reconfiguration_steps.py); the task
-that runs a step until the object settles, and the kopf handler that starts it, are in
-operator/reconfiguration_following.py.
+The writes a step makes go through `Step` (operator/reconfiguration_steps.py); the kopf
+daemon that runs a step until the object settles is in operator/reconfiguration_following.py.
 """
 
 from __future__ import annotations
