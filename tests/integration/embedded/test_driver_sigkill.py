@@ -71,7 +71,7 @@ from swivel.embedded.agents import LocalAgent
 from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.control.recording import complete_lines, merge_schedule, process_events
 from swivel.jobs.runtime.testing import bounded
-from tests.integration.runtime.conftest import EXAMPLE, small_fraud_job
+from tests.integration.runtime.conftest import EXAMPLE, http, small_fraud_job
 
 pytestmark = pytest.mark.spark
 
@@ -217,19 +217,6 @@ class Driver:
 
 
 # -- the agent -----------------------------------------------------------------------------
-
-
-def http(url: str, method: str, body: Any, token: str) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 class PhaseWatch(threading.Thread):

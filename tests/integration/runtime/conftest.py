@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +69,17 @@ def make_labelling_job():  # type: ignore[no-untyped-def]
 @pytest.fixture
 def example_job() -> StreamJobSpec:
     return load_streamjob(EXAMPLE).spec
+
+
+def http(url: str, method: str, body: Any, token: str) -> tuple[int, Any]:
+    """(status, parsed JSON) of one request to the agent with the operator's credential."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")

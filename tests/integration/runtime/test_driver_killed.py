@@ -33,8 +33,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +43,7 @@ from swivel.embedded.running import EmbeddedJob
 from swivel.jobs.agent.auth import Role, role_token
 from swivel.jobs.control.recording import complete_lines, process_events
 from swivel.jobs.runtime.testing import bounded, check_recorded
-from tests.integration.runtime.conftest import EXAMPLE, small_fraud_job
+from tests.integration.runtime.conftest import EXAMPLE, http, small_fraud_job
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
@@ -63,20 +61,6 @@ SWAP = {
         {"operator": "combine", "params": {"rule": "both"}},
     ],
 }
-
-
-def http(url: str, method: str, body: Any, token: str) -> tuple[int, Any]:
-    """(status, parsed JSON) of one request to the agent with the operator's credential."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def events(schedule: Path) -> list[dict[str, Any]]:
