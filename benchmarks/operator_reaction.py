@@ -775,10 +775,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(json.dumps(report, indent=2) if args.output == "json" else table(report))
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _server_tls(state: Path, credentials: JobCredentials) -> ssl.SSLContext | None:
     """The agent's HTTPS context from the certificate in the job's Secret, as the pod's
     agent container serves it (None: a Secret without one, plain HTTP)."""
@@ -793,3 +789,7 @@ def _server_tls(state: Path, credentials: JobCredentials) -> ssl.SSLContext | No
         "SWIVEL_AGENT_TLS_KEY": str(state / "tls.key"),
     }
     return tls_context(files)
+
+
+if __name__ == "__main__":
+    main()
