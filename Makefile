@@ -26,12 +26,13 @@ plan: $(STAMP) ## Dry-run plans of the example reconfigurations (no Spark)
 	$(BIN)/swivel plan examples/fraud-detection/reconfiguration.yaml --job examples/fraud-detection/streamjob.yaml
 	$(BIN)/swivel plan examples/fraud-detection/rescale.yaml --job examples/fraud-detection/streamjob.yaml
 
-lint: $(STAMP) ## ruff, mypy, import layers, CRD drift
+lint: $(STAMP) ## ruff, mypy, import layers, CRD and OpenAPI drift
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy -p swivel -p swivel_tools
 	$(BIN)/lint-imports
 	$(BIN)/swivel crds --check
+	$(BIN)/swivel openapi --check
 	$(BIN)/python charts/swivel/hack/values_table.py --check
 
 unit: $(STAMP) ## Unit tests only (seconds)
@@ -52,10 +53,13 @@ chart: $(STAMP) ## Render, lint and validate the Helm chart (real Helm via helm-
 crds: $(STAMP) ## Regenerate crds/ and the chart's copy from the models
 	$(BIN)/swivel crds
 
+openapi: $(STAMP) ## Regenerate the agent's OpenAPI document from the protocol models
+	$(BIN)/swivel openapi
+
 bench: $(STAMP) ## Planner benchmark (MCS time for 100 / 1k / 10k operators)
 	$(BIN)/python benchmarks/planner_mcs.py
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
 
-.PHONY: help setup demo plan lint unit test test-unstable test-slow chart crds bench clean
+.PHONY: help setup demo plan lint unit test test-unstable test-slow chart crds openapi bench clean

@@ -5,8 +5,8 @@ The API server admits a `params` object of any depth and integers of any size (t
 declares `params` free-form). What the operator passes on is read again later, by readers
 with bounds of their own: the driver and the agent load the rendered StreamJob with the
 manifest loader (`swivel.api.manifests.MAX_DEPTH` levels from the document root) and the
-agent reads a submitted Reconfiguration as a wire document (`jobs/agent/wire.py`: 32 levels
-from the body's root, integers within 64 bits). Without this check such a spec is accepted
+agent reads a submitted Reconfiguration as a wire document (`swivel.protocol.documents`: 32
+levels from the body's root, integers within 64 bits). Without this check such a spec is accepted
 here and fails there: a driver that crash-loops on its own configuration, or an agent's 400
 that names `body` instead of the field. With it, the user gets `field: reason` on the object.
 
@@ -35,7 +35,7 @@ from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.planning import assumed_assignment, executor_ids_after_rescale
 from swivel.operator.naming import Names
 
-AGENT_DEPTH = 32  # jobs/agent/wire.py MAX_DEPTH: levels from the submitted body's root
+AGENT_DEPTH = 32  # swivel/protocol/documents.py MAX_DEPTH: levels from the submitted body's root
 INT_LIMIT = 1 << 63  # the agent's and the API server's integers are 64-bit
 
 # `spec` is the second level of both documents (the manifest's root mapping, the agent's

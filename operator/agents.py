@@ -23,9 +23,9 @@ import aiohttp
 from pydantic import ValidationError
 
 from swivel.api.errors import problems_from
-from swivel.api.loads import ServedLoads
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.operator.naming import Names
+from swivel.protocol.loads import ServedLoads
 
 __all__ = [
     "AgentHealth",

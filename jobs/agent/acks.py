@@ -1,9 +1,9 @@
 """Worker acknowledgements (`POST /v1/control/acks`, docs/control-protocol.md).
 
-The control client in every Python worker (`swivel.jobs.control.client`, standard library
-only) posts a JSON array of acks; `parse_acks` validates the whole body against `Ack`
-before the hub applies any of it, so a bad field is a 400 naming it (`[2].kind`) and never
-half a body applied. Numbers are strict, as in `swivel.api.loads`: a JSON number, not a
+The control client in every Python worker (`swivel.jobs.control.client`) posts a JSON array
+of acks; `parse_acks` validates the whole body against `swivel.protocol.acks.Ack` before
+the hub applies any of it, so a bad field is a 400 naming it (`[2].kind`) and never half a
+body applied. Numbers are strict, as in `swivel.protocol.loads`: a JSON number, not a
 boolean or a numeric string. `implausible` then checks the acks against what the agent
 knows (422): the job's operators and their published versions, the registered workers,
 the batches the driver reported, the agent's clock. Every worker holds the same
@@ -14,42 +14,17 @@ later epoch plan back), nor a worker that never long-polled.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from swivel.api.base import WireDocument
 from swivel.api.errors import FieldProblem, problems_from
-from swivel.jobs.control.arming import ARMED, PROCESSED
+from swivel.protocol.acks import Ack
 
-Count = Annotated[int, Field(ge=0, lt=2**63)]
 MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.client.MAX_QUEUED_ACKS`)
 MAX_BATCH_LEAD = 8  # an ack's batch may be this far ahead of the driver's last report
 MAX_CLOCK_SKEW_S = 86_400.0  # an ack's `at` further from the agent's clock is garbage
-
-
-class AckKind(enum.StrEnum):
-    """How a worker switched (`swivel.jobs.control.arming`)."""
-
-    PROCESSED = PROCESSED  # records ran under the version
-    ARMED = ARMED  # switched on receipt of the snapshot
-
-
-class Ack(WireDocument):
-    """'Worker `pid` switched `operator` to function `version` under `configVersion`.'"""
-
-    pid: Annotated[int, Field(ge=0, lt=2**32)]
-    operator: Annotated[str, Field(min_length=1, max_length=253)]
-    version: Count  # the operator's function version
-    config_version: Count | None = None  # a head that is no target switches by this
-    partition: Count | None = None
-    batch_id: Count | None = None  # the micro-batch that ran it (processed)
-    # When it switched, worker clock: the check that chose the version, or the receipt;
-    # the agent's arrival time when left out.
-    at: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    kind: Annotated[AckKind, Field(strict=False)] = AckKind.PROCESSED  # from its value
 
 
 _ACKS = TypeAdapter(list[Ack])

@@ -4,8 +4,9 @@ Handlers only translate between HTTP and the hub. Bad input is answered with
 `{"errors": [{"field", "reason"}]}` (400 malformed, 401 token, 403 a role that may not call
 the route or a worker id whose secret the caller lacks, 409 busy, 413 too large, 422
 unknown to the job) and never reaches the running
-job: every body is read by `wire.read_json` and validated against its model before the hub
-changes anything. Which role calls which route is the `ROUTES` table (auth.py says why).
+job: every body is read by `read_json` and validated against its model
+(`swivel.protocol`) before the hub changes anything; every answer is rendered from its
+model too, and openapi.yaml is generated from both (`swivel openapi`). Which role calls which route is the `ROUTES` table (auth.py says why).
 """
 
 from __future__ import annotations
@@ -13,30 +14,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from swivel.api.errors import FieldProblem
 from swivel.jobs.agent.acks import AcksRejected, parse_acks
 from swivel.jobs.agent.auth import Handler, Role, bearer_auth
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.loads import LoadsRejected
 from swivel.jobs.agent.submissions import PlanRejected
-from swivel.jobs.agent.wire import (
-    MAX_PLAN_WAIT_S,
+from swivel.jobs.control.identity import WORKER_SECRET_HEADER
+from swivel.protocol.answers import (
+    ActionMarked,
+    Errors,
+    Health,
+    LiveConfig,
+    Received,
+    WorkerIdentity,
+)
+from swivel.protocol.bodies import (
     ActionDone,
-    BodyRejected,
     CoordinationReport,
     MigrationReport,
     ProgressReport,
     WorkerEnrolment,
+)
+from swivel.protocol.documents import (
+    MAX_PID,
+    MAX_PLAN_WAIT_S,
+    BodyRejected,
+    Document,
     query_int,
     query_seconds,
     read_json,
 )
-from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 MAX_WATCH_TIMEOUT_S = 60.0
@@ -45,12 +59,15 @@ HUB_KEY = web.AppKey("hub", Hub)
 # The largest honest body: a worker's full ack queue (10 000 acks of ~200 bytes) or the
 # loads of many bins; anything larger is refused (413) before it is read.
 MAX_BODY_BYTES = 4 * 2**20
-MAX_PID = 2**32
 log = logging.getLogger(__name__)
 
 
-def _errors(status: int, problems: list[dict[str, str]], **extra: Any) -> web.Response:
-    return web.json_response({"errors": problems, **extra}, status=status)
+def _errors(status: int, problems: Iterable[FieldProblem]) -> web.Response:
+    return _answer(Errors.of(problems), status)
+
+
+def _answer(document: Document, status: int = 200, **headers: str) -> web.Response:
+    return web.json_response(document.to_wire(), status=status, headers=headers or None)
 
 
 @web.middleware
@@ -58,19 +75,15 @@ async def bad_request_as_json(request: web.Request, handler: Handler) -> web.Str
     try:
         return await handler(request)
     except BodyRejected as error:
-        return _errors(
-            error.status, [{"field": p.field, "reason": p.reason} for p in error.problems]
-        )
+        return _errors(error.status, error.problems)
     except web.HTTPRequestEntityTooLarge:
-        reason = f"larger than {MAX_BODY_BYTES} bytes"
-        return _errors(413, [{"field": "body", "reason": reason}])
+        return _errors(413, [FieldProblem("body", f"larger than {MAX_BODY_BYTES} bytes")])
     except PlanRejected as error:
-        return web.json_response(error.to_json(), status=error.status)
+        return _answer(error.document(), error.status)
     except LoadsRejected as error:
-        return _errors(400, [{"field": p.field, "reason": p.reason} for p in error.problems])
+        return _errors(400, error.problems)
     except AcksRejected as error:
-        problems = [{"field": p.field, "reason": p.reason} for p in error.problems]
-        return _errors(error.status, problems)
+        return _errors(error.status, error.problems)
 
 
 async def _json_body(request: web.Request) -> Any:
@@ -86,13 +99,13 @@ def _timeout(request: web.Request, default: float) -> float:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return _answer(Health(status="ok"))
 
 
 async def readyz(request: web.Request) -> web.Response:
     ready = request.app[HUB_KEY].ready
-    body = {"status": "ready" if ready else "waiting for the driver's first progress report"}
-    return web.json_response(body, status=200 if ready else 503)
+    status = "ready" if ready else "waiting for the driver's first progress report"
+    return _answer(Health(status=status), 200 if ready else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -112,7 +125,7 @@ async def enrol_worker(request: web.Request) -> web.Response:
     """A worker process's own identity: the id it got and the secret only it holds."""
     enrolment = WorkerEnrolment.parse(await _json_body(request))
     worker_id, secret = request.app[HUB_KEY].registry.enrol(enrolment.pid)  # 429 when full
-    return web.json_response({"pid": worker_id, "secret": secret}, status=201)
+    return _answer(WorkerIdentity(pid=worker_id, secret=secret), 201)
 
 
 def _speaks_for(request: web.Request, pids: dict[int, str]) -> None:
@@ -154,38 +167,38 @@ async def acks(request: web.Request) -> web.Response:
         named.setdefault(ack.pid, f"[{i}].pid")
     _speaks_for(request, named)  # 403: another worker's acks
     request.app[HUB_KEY].record_acks(parsed)
-    return web.json_response({"received": len(parsed)}, status=202)
+    return _answer(Received(received=len(parsed)), 202)
 
 
 async def driver_progress(request: web.Request) -> web.Response:
     report = ProgressReport.parse(await _json_body(request))
     request.app[HUB_KEY].record_progress(report)
-    return web.json_response({"received": 1}, status=202)
+    return _answer(Received(received=1), 202)
 
 
 async def driver_migration(request: web.Request) -> web.Response:
     body = await _json_body(request)
     MigrationReport.parse(body)  # kept as reported once valid
     request.app[HUB_KEY].record_migration(body)
-    return web.json_response({"received": 1}, status=202)
+    return _answer(Received(received=1), 202)
 
 
 async def driver_loads(request: web.Request) -> web.Response:
     request.app[HUB_KEY].record_loads(await _json_body(request))
-    return web.json_response({"received": 1}, status=202)
+    return _answer(Received(received=1), 202)
 
 
 async def driver_coordination(request: web.Request) -> web.Response:
     report = CoordinationReport.parse(await _json_body(request))
     request.app[HUB_KEY].record_coordination(report)
-    return web.json_response({"received": 1}, status=202)
+    return _answer(Received(received=1), 202)
 
 
 async def loads(request: web.Request) -> web.Response:
     document = request.app[HUB_KEY].loads()
     if document is None:
         reason = "the driver has not reported loads since it started or bins last moved"
-        return _errors(404, [{"field": "loads", "reason": reason}])
+        return _errors(404, [FieldProblem("loads", reason)])
     return web.json_response(document)
 
 
@@ -200,7 +213,7 @@ async def driver_actions(request: web.Request) -> web.Response:
 async def driver_action_done(request: web.Request) -> web.Response:
     done = ActionDone.parse(await _json_body(request))
     known = request.app[HUB_KEY].action_done(done.seq)
-    return web.json_response({"seq": done.seq, "known": known})
+    return _answer(ActionMarked(seq=done.seq, known=known))
 
 
 async def submit_plan(request: web.Request) -> web.Response:
@@ -223,21 +236,21 @@ async def get_plan(request: web.Request) -> web.Response:
     timeout = query_seconds(query.get("timeout"), "timeout", 0.0, MAX_PLAN_WAIT_S)
     document = await request.app[HUB_KEY].wait_plan(request.match_info["plan_id"], since, timeout)
     if document is None:
-        return _errors(404, [{"field": "id", "reason": "no such plan"}])
+        return _errors(404, [FieldProblem("id", "no such plan")])
     return web.json_response(document)
 
 
 async def config(request: web.Request) -> web.Response:
     hub = request.app[HUB_KEY]
     active = hub.active_plan
-    document = {
-        **hub.snapshot.to_json(),
-        "activePlan": active.id if active else None,
-        "coordinationIntervalSeconds": hub.coordination_interval(),
+    document = LiveConfig(
+        **dict(hub.snapshot),
+        active_plan=active.id if active else None,
+        coordination_interval_seconds=hub.coordination_interval(),
         # Where a corrupt state file was moved at start (docs/agent.md), else null.
-        "stateRecoveredFrom": str(hub.state_recovered_from or "") or None,
-    }
-    return web.json_response(document)
+        state_recovered_from=str(hub.state_recovered_from or "") or None,
+    )
+    return _answer(document)
 
 
 async def topology(request: web.Request) -> web.Response:
@@ -290,7 +303,7 @@ async def last_resort(request: web.Request, handler: Handler) -> web.StreamRespo
     except Exception:
         log.exception("agent error on %s %s", request.method, request.path)
         reason = "the agent failed on this request; its log has the details"
-        return _errors(500, [{"field": "", "reason": reason}])
+        return _errors(500, [FieldProblem("", reason)])
 
 
 async def _ticker(app: web.Application) -> AsyncIterator[None]:

@@ -26,9 +26,12 @@ import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+
+from swivel.protocol.answers import Errors, Problem
 
 ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
 ENV_TOKEN_FILE = "SWIVEL_AGENT_TOKEN_FILE"
@@ -140,16 +143,16 @@ def role_of(tokens: Mapping[Role, str], authorization: str | None) -> Role | Non
 
 
 def unauthorized(reason: str) -> web.Response:
-    return web.json_response(
-        {"errors": [{"field": "Authorization", "reason": reason}]},
-        status=401,
-        headers={"WWW-Authenticate": REALM},
-    )
+    return web.json_response(_refusal(reason), status=401, headers={"WWW-Authenticate": REALM})
 
 
 def forbidden(role: Role, request: web.Request) -> web.Response:
     reason = f"the {role.value} credential may not {request.method} {request.path}"
-    return web.json_response({"errors": [{"field": "Authorization", "reason": reason}]}, status=403)
+    return web.json_response(_refusal(reason), status=403)
+
+
+def _refusal(reason: str) -> dict[str, Any]:
+    return Errors(errors=[Problem(field="Authorization", reason=reason)]).to_wire()
 
 
 def bearer_auth(

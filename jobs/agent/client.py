@@ -12,12 +12,13 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
 from swivel.api.phases import FINAL_PHASES
-from swivel.jobs.agent.wire import MAX_PLAN_WAIT_S
+from swivel.protocol.bodies import SubmissionBody
+from swivel.protocol.documents import MAX_PLAN_WAIT_S
 
 
 class AgentUnreachable(Exception):  # noqa: N818 - the name is the condition
@@ -79,18 +80,26 @@ class AgentClient:
         *,
         requested_at: float | None = None,
         idempotency_key: str | None = None,
+        scheduler_override: Literal["naive"] | None = None,
     ) -> dict[str, Any]:
         """POST /v1/plans; the spec is the Reconfiguration spec's wire form. With an
         `idempotency_key`, a repeat (a retry, a restarted operator) gets the plan the first
-        submission created instead of a second one."""
-        body: dict[str, Any] = {
-            "name": name,
-            "spec": dict(spec),
-            "requestedAt": requested_at or time.time(),
-        }
-        if idempotency_key is not None:
-            body["idempotencyKey"] = idempotency_key
-        return await self._request("POST", "/v1/plans", body)
+        submission created instead of a second one. `scheduler_override`: the benchmarks'
+        naive baseline."""
+        # Built unchecked: the agent is the judge of a body (its 400 names the field).
+        body = SubmissionBody.model_construct(
+            name=name,
+            spec=dict(spec),
+            requested_at=requested_at or time.time(),
+            idempotency_key=idempotency_key,
+            scheduler_override=scheduler_override,
+        )
+        wire = body.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return await self._request("POST", "/v1/plans", wire)
+
+    async def health(self) -> dict[str, Any]:
+        """GET /healthz (no token needed): the agent process serves requests."""
+        return await self._request("GET", "/healthz")
 
     async def get_plan(
         self, plan_id: str, *, since: int | None = None, timeout: float = 0.0

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.store import DurableState
 from swivel.jobs.agent.workers import Worker
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.snapshots import Snapshot
 
 
 class ConfigChannel:
@@ -49,7 +49,7 @@ class ConfigChannel:
             pinned_batches=dict(state.pinned_batches),
             pinned_configs=pinned_configs,
         )
-        return snapshot, json.dumps(snapshot.to_json(), separators=(",", ":")).encode()
+        return snapshot, json.dumps(snapshot.to_wire(), separators=(",", ":")).encode()
 
     def publish(self) -> None:
         """Make the state's configuration the workers' snapshot: durable first, then shown."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from swivel.jobs.agent.plans import PlanRecord
+from swivel.protocol.answers import DriverAction
 
 # Carried out by MigrationDriver (jobs/migration/driver.py imports it from here: the agent
 # must not import the driver's module, which imports pyspark).
@@ -76,10 +77,11 @@ class DriverActions:
         from `since=0` and gets exactly the actions still to be carried out."""
 
         def pending() -> dict[str, Any] | None:
-            return next(
-                (dict(a) for a in self._actions if a["seq"] > since and DONE not in a),
+            action = next(
+                (a for a in self._actions if a["seq"] > since and DONE not in a),
                 None,
             )
+            return None if action is None else DriverAction.model_validate(action).to_wire()
 
         if pending() is None and timeout > 0:
             with contextlib.suppress(TimeoutError):
@@ -95,15 +97,21 @@ def of_plan(action: Mapping[str, Any], record: PlanRecord) -> bool:
     return action.get("planId") == record.id
 
 
-def driver_action(plan_id: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The driver action for a Reconfiguration spec (wire form), None if it moves nothing."""
+def driver_action(
+    plan_id: str, spec: Mapping[str, Any], plan: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The driver action for a Reconfiguration spec (wire form), None if it moves nothing.
+    It carries the migration `plan` made for it (`plan["migration"]`, the steps in Chi's
+    hand-over order and the placement they assume): the driver carries it out as given."""
     migration = dict(spec.get("migration") or {})
+    steps = dict((plan or {}).get("migration") or {})
     if spec.get("rescale"):
         return {
             "action": "request-executors",
             "planId": plan_id,
             "executors": int(spec["rescale"]["executors"]),
             "migration": migration,
+            "plan": steps,
         }
     if spec.get("moves"):
         return {
@@ -111,5 +119,6 @@ def driver_action(plan_id: str, spec: Mapping[str, Any]) -> dict[str, Any] | Non
             "planId": plan_id,
             "moves": [{"bins": list(m["bins"]), "to": str(m["to"])} for m in spec["moves"]],
             "migration": migration,
+            "plan": steps,
         }
     return None

@@ -23,7 +23,8 @@ from swivel.jobs.agent.ledger import PlanLedger
 from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanRecord
 from swivel.jobs.agent.store import DurableState
-from swivel.jobs.agent.wire import BodyRejected, CoordinationReport, MigrationReport, ProgressReport
+from swivel.protocol.bodies import CoordinationReport, MigrationReport, ProgressReport
+from swivel.protocol.documents import BodyRejected
 
 MAX_BATCH_JUMP = 1_000_000  # a driver's batch id this far beyond the last one is a lie
 

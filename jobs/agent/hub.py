@@ -41,7 +41,8 @@ from swivel.jobs.agent.plans import PlanRecord
 from swivel.jobs.agent.store import DurableState, StateStore
 from swivel.jobs.agent.submissions import Planner, default_planner, initial_operators
 from swivel.jobs.agent.workers import WorkerRegistry
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.answers import Topology, TopologyOperator, TopologyWorker
+from swivel.protocol.snapshots import Snapshot
 
 
 class Hub:
@@ -234,19 +235,22 @@ class Hub:
     # -- views ------------------------------------------------------------------------------
 
     def topology(self) -> dict[str, Any]:
+        """`GET /v1/topology`: the job's operators and the live workers hosting them."""
         operators = [
-            {
-                "name": op.name,
-                "kind": op.kind.value,
-                "inputs": [edge.from_ for edge in op.inputs],
-                "parallelism": op.parallelism,
-                "key": op.key,
-            }
+            TopologyOperator(
+                name=op.name,
+                kind=op.kind.value,
+                inputs=[edge.from_ for edge in op.inputs],
+                parallelism=op.parallelism,
+                key=op.key,
+            )
             for op in self.job.dataflow.operators
         ]
         workers = [
-            {"pid": w.pid, "operators": sorted(w.operators), "lastSeen": w.last_seen}
+            TopologyWorker(pid=w.pid, operators=sorted(w.operators), last_seen=w.last_seen)
             for w in self.live_workers()
         ]
-        return {"job": self.job_name, "bins": self.job.dataflow.bins, "operators": operators,
-                "workers": workers}  # fmt: skip
+        topology = Topology(
+            job=self.job_name, bins=self.job.dataflow.bins, operators=operators, workers=workers
+        )
+        return topology.to_wire()

@@ -13,6 +13,7 @@ from typing import Any
 
 from swivel.jobs.agent.loads import parse_loads
 from swivel.jobs.agent.metrics import AgentMetrics
+from swivel.protocol.loads import ServedLoads
 
 
 class LatestLoads:
@@ -33,7 +34,17 @@ class LatestLoads:
         if self._loads is None or self._received_at is None:
             return None
         age = max(0.0, self._clock() - self._received_at)
-        return {**self._loads, "receivedAt": self._received_at, "ageSeconds": age}
+        served = {**self._loads, "receivedAt": self._received_at, "ageSeconds": age}
+        return ServedLoads.model_validate(served).to_wire()
+
+    def placement(self) -> dict[int, str] | None:
+        """The driver's placement as last measured (each bin's executor in the latest
+        measurement): what the agent plans a migration from. None before any measurement,
+        after bins moved, or when a bin is missing from it."""
+        if self._loads is None:
+            return None
+        found = {int(b["bin"]): str(b["executor"]) for b in self._loads.get("bins") or ()}
+        return found if set(found) == set(range(self._bins)) else None
 
     def forget(self) -> None:
         self._loads = self._received_at = None

@@ -23,7 +23,7 @@ from typing import Any
 
 from swivel.api.phases import PlanPhase
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.acks import Ack, AcksRejected, implausible, transient
+from swivel.jobs.agent.acks import AcksRejected, implausible, transient
 from swivel.jobs.agent.batches import Batches
 from swivel.jobs.agent.configuration import ConfigChannel
 from swivel.jobs.agent.driver_actions import DriverActions, of_plan
@@ -31,6 +31,7 @@ from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.plans import PlanRecord
 from swivel.jobs.agent.store import DurableState
 from swivel.jobs.agent.workers import WorkerRegistry
+from swivel.protocol.acks import Ack
 
 
 class PlanLedger:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from swivel.api.errors import FieldProblem, problems_from
-from swivel.api.loads import LoadMeasurement
+from swivel.protocol.loads import LoadMeasurement
 
 
 class LoadsRejected(ValueError):  # noqa: N818 - reads as the outcome, like PlanRejected

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swivel.api.phases import IllegalTransitionError, PlanPhase
+from swivel.api.reconfiguration import HandOverStatus
 from swivel.jobs.agent.timings import (
     BOUNDARY_SCHEDULERS,
     Timings,
@@ -39,6 +40,7 @@ from swivel.jobs.agent.timings import (
     old_rows_batch_after,
 )
 from swivel.jobs.control.arming import ARMED, PROCESSED
+from swivel.protocol.plans import PlanDocument, PlanProgress, PlanTimings
 
 __all__ = ["Timings"]  # re-exported: the plan record's timings live in timings.py
 
@@ -115,23 +117,25 @@ class PlanRecord:
         return self._since_request_ms(self.timings.propagated_at)
 
     def to_json(self, expected: frozenset[WorkerOperator] = frozenset()) -> dict[str, Any]:
-        """The `GET /v1/plans/{id}` document; `expected` = the pairs that must switch."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "phase": self.phase.value,
-            "scheduler": self.scheduler,
-            "configVersion": self.to_config_version,
-            "plan": dict(self.plan),
-            "timings": self.timings.to_json(),
-            "delayMs": self.delay_ms,
-            "armedMs": self.armed_ms,
-            "propagationMs": self.propagation_ms,
-            "progress": progress(self, expected),
-            "message": self.message,
-            "migration": dict(self.migration) if self.migration else None,
-            "coordination": dict(self.coordination) if self.coordination else None,
-        }
+        """The `GET /v1/plans/{id}` document without its `revision` (the ledger's);
+        `expected` = the pairs that must switch."""
+        document = PlanDocument(
+            id=self.id,
+            name=self.name,
+            phase=self.phase,
+            scheduler=self.scheduler,
+            config_version=self.to_config_version,
+            plan=dict(self.plan),
+            timings=PlanTimings.model_validate(self.timings.to_json()),
+            delay_ms=self.delay_ms,
+            armed_ms=self.armed_ms,
+            propagation_ms=self.propagation_ms,
+            progress=PlanProgress.model_validate(progress(self, expected)),
+            message=self.message,
+            migration=dict(self.migration) if self.migration else None,
+            coordination=dict(self.coordination) if self.coordination else None,
+        )
+        return document.model_dump(mode="json", by_alias=True, exclude={"revision"})
 
     def to_state(self) -> dict[str, Any]:
         """The durable form (store.py); epoch seconds, nothing derived."""
@@ -387,4 +391,7 @@ def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[st
         "binsTotal": int(migration.get("binsTotal") or 0),
         "step": int(migration.get("step") or 0),
         "steps": int(migration.get("steps") or 0),
+        # The order the driver carried out (Chi's hand-over, docs/migration.md), bounded
+        "handOver": HandOverStatus.latest(migration.get("handOver") or ()),
+        "handOvers": len(migration.get("handOver") or ()),
     }

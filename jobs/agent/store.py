@@ -28,7 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from swivel.jobs.agent.plans import PlanRecord
-from swivel.jobs.control.snapshots import OperatorConfig, Transition, operators_to_json
+from swivel.protocol.snapshots import (
+    OperatorConfig,
+    Transition,
+    operators_from_wire,
+    operators_to_wire,
+)
 
 ENV_STATE_DIR = "SWIVEL_AGENT_STATE_DIR"
 STATE_FILE = "agent-state.json"
@@ -65,10 +70,10 @@ class DurableState:
             "format": FORMAT,
             "configVersion": self.config_version,
             "revision": self.revision,
-            "operators": operators_to_json(self.operators),
-            "history": {str(cv): operators_to_json(ops) for cv, ops in self.history.items()},
+            "operators": operators_to_wire(self.operators),
+            "history": {str(cv): operators_to_wire(ops) for cv, ops in self.history.items()},
             "acceptedAt": {str(cv): at for cv, at in self.accepted_at.items()},
-            "transition": None if self.transition is None else self.transition.to_json(),
+            "transition": None if self.transition is None else self.transition.to_wire(),
             "plans": [plan.to_state() for plan in self.plans.values()],
             "activePlan": self.active_plan,
             "batchVersions": {str(b): cv for b, cv in self.batch_versions.items()},
@@ -84,20 +89,16 @@ class DurableState:
         return cls(
             config_version=int(data["configVersion"]),
             revision=int(data["revision"]),
-            operators=_operators(data["operators"]),
-            history={int(cv): _operators(ops) for cv, ops in data["history"].items()},
+            operators=operators_from_wire(data["operators"]),
+            history={int(cv): operators_from_wire(ops) for cv, ops in data["history"].items()},
             accepted_at={int(cv): float(at) for cv, at in data["acceptedAt"].items()},
-            transition=None if transition is None else Transition.from_json(transition),
+            transition=None if transition is None else Transition.model_validate(transition),
             plans={p["id"]: PlanRecord.from_state(p) for p in data["plans"]},
             active_plan=data.get("activePlan"),
             batch_versions={int(b): int(cv) for b, cv in data["batchVersions"].items()},
             pinned_batches={int(b): int(cv) for b, cv in data["pinnedBatches"].items()},
             actions=list(data["actions"]),
         )
-
-
-def _operators(data: dict[str, Any]) -> dict[str, OperatorConfig]:
-    return {name: OperatorConfig.from_json(config) for name, config in data.items()}
 
 
 class StateStore:

@@ -25,10 +25,15 @@ from swivel.controllers.planning import (
     plan_reconfiguration,
     refusals,
 )
-from swivel.jobs.agent.wire import BodyRejected, SubmissionBody
-from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
+from swivel.protocol.answers import Errors
+from swivel.protocol.bodies import SubmissionBody
+from swivel.protocol.documents import BodyRejected
+from swivel.protocol.snapshots import Component, OperatorConfig, Transition, scheduler_named
 
-Planner = Callable[[StreamJobSpec, ReconfigurationSpec], Mapping[str, Any]]
+# (job, spec, the driver's placement for a rescale or moves) -> the plan document
+Planner = Callable[
+    [StreamJobSpec, ReconfigurationSpec, Mapping[int, str] | None], Mapping[str, Any]
+]
 SCHEDULER_OVERRIDES = ("naive",)  # benchmark only: no MCS, every target on its own
 MAX_IDEMPOTENCY_KEY = 512
 
@@ -44,13 +49,9 @@ class PlanRejected(Exception):  # noqa: N818 - reads as the outcome, like AgentR
         self.running_plan = running_plan
         super().__init__("; ".join(str(p) for p in self.problems))
 
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "errors": [{"field": p.field, "reason": p.reason} for p in self.problems]
-        }
-        if self.running_plan is not None:
-            body["runningPlan"] = self.running_plan
-        return body
+    def document(self) -> Errors:
+        """The answer: one error per problem, and the plan in flight when busy (409)."""
+        return Errors.of(self.problems, self.running_plan)
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,12 @@ class Submission:
     idempotency_key: str | None = None  # the same key again answers the same plan
 
 
-def default_planner(job: StreamJobSpec, spec: ReconfigurationSpec) -> Mapping[str, Any]:
-    return plan_reconfiguration(job, spec).to_dict()
+def default_planner(
+    job: StreamJobSpec, spec: ReconfigurationSpec, placement: Mapping[int, str] | None = None
+) -> Mapping[str, Any]:
+    """The one planning call for a running job (`swivel plan` makes the same one for a dry
+    run, given a placement): a migration from the placement the driver reported."""
+    return plan_reconfiguration(job, spec, current_assignment=placement).to_dict()
 
 
 def parse_submission(
@@ -117,7 +122,7 @@ def parse_submission(
 def body_fields(body: Any) -> SubmissionBody | list[FieldProblem]:
     """The submission's fields other than the spec, or the problems with them."""
     try:
-        return SubmissionBody.parse(body)  # type: ignore[no-any-return]
+        return SubmissionBody.parse(body)
     except BodyRejected as error:
         return [p for p in error.problems if not p.field.startswith("spec")]
 
@@ -196,7 +201,7 @@ def build_transition(
         )
     return Transition(
         id=plan_id,
-        scheduler=scheduler,
+        scheduler=scheduler_named(scheduler),
         from_config_version=from_config_version,
         to_config_version=from_config_version + 1,
         previous={op: current[op] for op in spec.targets},

@@ -22,11 +22,11 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from swivel.api.errors import FieldProblem
-from swivel.jobs.agent.wire import BodyRejected
+from swivel.protocol.documents import MAX_PID, BodyRejected
 
 MAX_WORKERS = 4096
 MAX_OPERATORS_QUERY = 65536  # characters of a watch call's `operators`
-MAX_WORKER_ID = 2**32  # an ack's `pid` field
+MAX_WORKER_ID = MAX_PID  # an ack's `pid` field
 ALIAS_BASE = 2**22  # Linux's PID_MAX_LIMIT: ids from here on are no process's pid
 SECRET_BYTES = 32
 

@@ -27,15 +27,15 @@ A worker acknowledges a function version in two ways (docs/control-protocol.md):
 Epoch and restart never arm: their switch is a micro-batch boundary or a new query, and the
 first record processed there is their switch.
 
-Pure and standard library only: the control client in every Python worker imports it.
+Pure: the control client in every Python worker imports it.
 """
 
 from __future__ import annotations
 
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.acks import AckKind
+from swivel.protocol.snapshots import Snapshot
 
-ARMED = "armed"
-PROCESSED = "processed"
+ARMED, PROCESSED = AckKind.ARMED, AckKind.PROCESSED
 
 
 def armed_version(snapshot: Snapshot, operator: str, *, busy: bool) -> int | None:

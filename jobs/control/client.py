@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import logging
 import os
 import threading
@@ -36,7 +35,7 @@ from typing import Any
 from swivel.jobs.control.arming import ARMED, PROCESSED, armed_version
 from swivel.jobs.control.connection import Connection, agent_tls_context
 from swivel.jobs.control.identity import WorkerIdentity, identity_problem, secret_headers
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.snapshots import Snapshot
 
 __all__ = ["ControlClient", "RefreshError", "agent_tls_context", "get_client", "working_on"]
 _Connection = Connection  # the name tests and older callers use
@@ -241,7 +240,7 @@ class ControlClient:
         if identity_problem(status, body):
             self._identity.lost(identity)  # the agent forgot us, or the id is another's: enrol
         if status == 200:
-            snapshot = Snapshot.from_json(json.loads(body))
+            snapshot = Snapshot.model_validate_json(body)
             with self._changed:
                 held = self._snapshot
                 # The watch thread and `refresh` both install: an answer to an older request

@@ -1,4 +1,6 @@
-"""One keep-alive HTTP(S) connection from a worker (or the driver) to the agent.
+"""One keep-alive HTTP(S) connection from a worker (or the driver) to the agent: the job
+side's one transport. The driver's reads of Spark's own REST APIs (the UI's, a standalone
+master's) go through it too (`get_json`).
 
 Standard library only: every Python worker imports it (through `swivel.jobs.control.client`).
 With the job's CA (PEM) the agent is verified against that CA alone.
@@ -73,6 +75,21 @@ class Connection:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def get_json(url: str, timeout: float) -> Any:
+    """The JSON document at `url` (no token); OSError when unreachable or not a 200."""
+    parsed = urllib.parse.urlsplit(url)
+    base = urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, "", "", ""))
+    path = urllib.parse.urlunsplit(("", "", parsed.path or "/", parsed.query, ""))
+    connection = Connection(base, None)
+    try:
+        status, body = connection.request("GET", path, timeout)
+    finally:
+        connection.close()
+    if status != 200:
+        raise OSError(f"GET {url} answered {status}")
+    return json.loads(body)
 
 
 def agent_tls_context(ca: str | None) -> ssl.SSLContext:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from swivel.jobs.control.connection import get_json
 
 _PR_SET_PDEATHSIG = 1
 _running: set[LocalCluster] = set()  # started, not stopped (strong: stop them at exit)
@@ -234,10 +235,7 @@ class LocalCluster:
             self.wait_for_workers(self._started_workers, timeout)
 
     def master_state(self) -> dict[str, Any]:
-        import json
-
-        with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=5) as response:
-            return dict(json.loads(response.read()))
+        return dict(get_json(f"{self.master_ui}/json/", timeout=5))
 
     def alive_workers(self) -> int:
         try:

@@ -1,27 +1,30 @@
 """Metrics for the bin policies, measured on the running query.
 
 - Per bin: records processed (shuffle records read by the bin's task) and task time, from
-  the task lists of recent batches; state rows per bin from the `statestore` reader and
-  state bytes estimated from the query progress (`memoryUsedBytes / numRowsTotal`).
+  the task lists of the measured batches; state rows per bin and operator from the
+  `statestore` reader, and state bytes *attributed* per bin from each operator's own
+  `memoryUsedBytes / numRowsTotal` (Spark reports state memory per operator, not per
+  partition: `state_memory`).
 - Per executor: busy time (its tasks' run time over the window, per core), idle = window -
   busy, state bytes held (its bins), JVM storage memory from the REST executors endpoint.
 
-`collect_loads` turns them into Flux's `ExecutorLoad` / `BinLoad`; `to_prometheus` renders
-them in the Prometheus text format; `loads_document` is the wire form the driver posts to
-the agent (`POST /v1/driver/loads`), which serves it at `GET /v1/loads` and as gauges in
-its `/metrics` (docs/control-protocol.md, "Loads").
+A measurement covers the batches it is given; `collection.CollectionPhase` adds them up
+over Flux's collection phase. `collect_loads` turns them into Flux's `ExecutorLoad` /
+`BinLoad`; `to_prometheus` renders them in the Prometheus text format; `loads_document` is
+the wire form the driver posts to the agent (`POST /v1/driver/loads`), which serves it at
+`GET /v1/loads` and as gauges in its `/metrics` (docs/control-protocol.md, "Loads").
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from swivel.api.loads import BinMeasurement, ExecutorMeasurement, LoadMeasurement
 from swivel.controllers.flux import BinLoad, ExecutorLoad
+from swivel.jobs.migration.state_memory import OperatorRows, bin_state, read_state_rows
 from swivel.jobs.spark_internals import SparkInternals
+from swivel.protocol.loads import BinMeasurement, ExecutorMeasurement, LoadMeasurement
 
 
 @dataclass
@@ -56,6 +59,7 @@ class LoadSnapshot:
     bins: dict[int, BinStats] = field(default_factory=dict)
     executors: dict[str, ExecutorStats] = field(default_factory=dict)
     state_error: str | None = None  # why state rows/bytes are missing, if they are
+    state_rows: tuple[OperatorRows, ...] | None = None  # as read, for reuse (driver)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,8 +84,9 @@ def measure(
     window_s = sum(durations.values()) / 1000.0
     snapshot = LoadSnapshot(batches, window_s)
     run_id = str(query.runId)
+    tasks = internals.batches_tasks(run_id, batches, bins) if batches else {}
     for batch in batches:
-        for task in internals.batch_tasks(run_id, batch, bins):
+        for task in tasks.get(batch, []):
             stats = snapshot.bins.setdefault(
                 task.partition, BinStats(task.partition, task.executor)
             )
@@ -118,53 +123,23 @@ def _batch_durations(query: Any, batches: list[int]) -> dict[int, float]:
 def _add_state(
     internals: SparkInternals, query: Any, checkpoint: str, snapshot: LoadSnapshot
 ) -> None:
-    apply_state_rows(query, state_rows_per_bin(internals.spark, checkpoint), snapshot)
+    apply_state_rows(query, read_state_rows(internals.spark, checkpoint), snapshot)
 
 
-def apply_state_rows(query: Any, rows: Mapping[int, int], snapshot: LoadSnapshot) -> None:
-    """Per-bin state rows (`state_rows_per_bin`, maybe from an earlier measurement: a bin's
-    rows do not move with its placement) into `snapshot`: bytes from the latest progress'
-    bytes per row, summed per executor of the snapshot's placement."""
-    progress = query.lastProgress or {}
-    operators = progress.get("stateOperators") or [{}]
-    total_rows = sum(int(op.get("numRowsTotal", 0)) for op in operators)
-    total_bytes = sum(int(op.get("memoryUsedBytes", 0)) for op in operators)
-    per_row = total_bytes / total_rows if total_rows else 0.0
-    for bin_id, count in rows.items():
+def apply_state_rows(query: Any, rows: Sequence[OperatorRows], snapshot: LoadSnapshot) -> None:
+    """Per-operator state rows per bin (`read_state_rows`, maybe from an earlier
+    measurement: a bin's rows do not move with its placement) into `snapshot`: bytes
+    attributed with each operator's bytes per row in the latest progress
+    (`state_memory.ATTRIBUTION`), summed per executor of the snapshot's placement."""
+    progress = (query.lastProgress or {}).get("stateOperators") or []
+    snapshot.state_rows = tuple(rows)
+    for bin_id, (count, attributed) in bin_state(progress, rows).items():
         stats = snapshot.bins.get(bin_id)
         if stats is None:
             continue
-        stats.state_rows = count
-        stats.state_bytes = int(count * per_row)
+        stats.state_rows, stats.state_bytes = count, attributed
         snapshot.executors.setdefault(stats.executor, ExecutorStats(stats.executor))
-        snapshot.executors[stats.executor].state_bytes += stats.state_bytes
-
-
-def state_rows_per_bin(spark: Any, checkpoint: str) -> dict[int, int]:
-    """State rows per partition (bin) over every stateful operator of the checkpoint.
-
-    The `statestore` reader reads one operator's default store; TransformWithState
-    operators need one read per state variable (`stateVarName`), which the
-    `state-metadata` reader lists in `operatorProperties`."""
-    reader = spark.read
-    rows: dict[int, int] = {}
-
-    def add(frame: Any) -> None:
-        for row in frame.groupBy("partition_id").count().collect():
-            rows[int(row[0])] = rows.get(int(row[0]), 0) + int(row[1])
-
-    metadata = reader.format("state-metadata").load(checkpoint).collect()
-    for operator in metadata:
-        properties = json.loads(operator["operatorProperties"] or "{}")
-        variables = [v.get("stateName") for v in properties.get("stateVariables") or []]
-        base = reader.format("statestore").option("operatorId", int(operator["operatorId"]))
-        if not variables:
-            add(base.option("storeName", operator["stateStoreName"]).load(checkpoint))
-        for name in variables:
-            add(base.option("stateVarName", name).load(checkpoint))
-    if not metadata:  # a checkpoint written before operator metadata existed
-        add(reader.format("statestore").load(checkpoint))
-    return rows
+        snapshot.executors[stats.executor].state_bytes += attributed
 
 
 def collect_loads(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
 from swivel.jobs.control.selection import Selection, select, tag_column
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.snapshots import Snapshot
 
 __all__ = ["Part", "newest_tag", "parts", "tag_column", "tag_columns", "tag_order"]
 

@@ -55,7 +55,6 @@ from swivel.controllers.shapes import (
     merged_columns,
     plan_shape,
 )
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime.choosing import tag_columns
 from swivel.jobs.runtime.functions import emitted_columns, resolve
 from swivel.jobs.runtime.keyed import KeyedOperator
@@ -69,6 +68,7 @@ from swivel.jobs.runtime.operators import (
 )
 from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_blocking, run_region
 from swivel.jobs.runtime.sources import build_source
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 64
 
@@ -97,7 +97,7 @@ def job_snapshot(job: StreamJobSpec) -> Snapshot:
         config_version=1,
         revision=1,
         operators={
-            op.name: OperatorConfig(op.function, 1, dict(op.params))
+            op.name: OperatorConfig(function=op.function, version=1, params=dict(op.params))
             for op in job.dataflow.operators
             if op.function is not None
         },
@@ -238,7 +238,7 @@ class _Builder:
             key=op.key,
             input_columns=tuple(schema.fieldNames()),
             output_columns=tuple(out_schema.fieldNames()),
-            initial=OperatorConfig(op.function, 1, dict(op.params)),
+            initial=OperatorConfig(function=op.function, version=1, params=dict(op.params)),
         )
         self.plans.append(plan)
         return plan, out_schema

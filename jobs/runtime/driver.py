@@ -1,9 +1,12 @@
 """The driver runtime: build (or take) a SparkSession, start the compiled query from its
 checkpoint, report batch progress to the agent, and carry out boundary actions.
 
-- Progress: a `StreamingQueryListener` posts `started`/`completed` per batch to the agent's
-  driver channel (`POST /v1/driver/progress`) from a background thread, so a slow agent
-  never delays a batch; the runtime also keeps them in memory (`progress`).
+- Progress: a `StreamingQueryListener` posts `started` per batch and `completed` at every
+  coordination point to the agent's driver channel (`POST /v1/driver/progress`) from a
+  background thread, so a slow agent never delays a batch; the runtime also keeps every
+  event in memory (`progress`). With `groups` (`swivel.jobs.runtime.grouping`) a
+  coordination point is every g batches, and every batch while a plan, a pinned replay or
+  a bin migration is pending; without, every batch.
 - Boundary actions: a daemon thread long-polls `GET /v1/driver/actions`; `restart` stops the
   query between two batches and starts it again from the checkpoint with the configuration
   in force then (the restart scheduler's baseline).
@@ -25,13 +28,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.control.driver_channel import AgentDriverChannel
-from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.compiling import CompiledQuery, compile_job, job_snapshot
 from swivel.jobs.runtime.feeds import SnapshotFeed, StaticFeed
 from swivel.jobs.runtime.functions import AllowList
+from swivel.jobs.runtime.grouping import CoordinationGroups, timed
 from swivel.jobs.runtime.listening import ProgressListener
 from swivel.jobs.runtime.operators import WorkerSettings
 from swivel.jobs.runtime.sinks import build_sink
+from swivel.protocol.snapshots import Snapshot
 
 
 class _ProgressListener(ProgressListener):
@@ -80,6 +84,7 @@ class JobRuntime:
     compiled: CompiledQuery | None = None
     restarts: int = 0
     started_config_version: int | None = None  # the configuration the query last started with
+    groups: CoordinationGroups | None = None  # None: every batch end is a coordination point
     _listener: _ProgressListener | None = None
     _outbox: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -99,6 +104,10 @@ class JobRuntime:
             self._listener = _ProgressListener(self)
             self.spark.streams.addListener(self._listener)
             self._start_threads()
+            if self.groups is not None:
+                self.groups.when_pending(self.plan_in_flight)
+        if self.groups is not None:
+            self.groups.restart()
         self._report_started(next_batch_id(self.checkpoint))
         self.query = writer.option("checkpointLocation", self.checkpoint).start()
         return self.query
@@ -110,14 +119,29 @@ class JobRuntime:
         threading.Thread(target=self._follow_actions, daemon=True, name="swivel-actions").start()
 
     def _on_progress(self, event: dict[str, Any]) -> None:
-        if self.query is not None and event["runId"] != str(self.query.runId):
-            return
-        self.progress.append(event)
-        if self.agent is not None:
-            self._outbox.put(event)
-            # No Python hook runs when a batch starts; with back-to-back triggers the next
-            # batch starts as this one completes, which is what the agent needs to know.
-            self._report_started(int(event["batchId"]) + 1)
+        with timed(self.groups):
+            if self.query is not None and event["runId"] != str(self.query.runId):
+                return
+            self.progress.append(event)
+            batch, groups = int(event["batchId"]), self.groups
+            if groups is not None:
+                groups.batch_ended(float(event.get("durationMs") or 0.0) / 1000.0)
+            if self.agent is not None:
+                if groups is None or groups.is_point(batch):
+                    self._outbox.put(event)
+                # No Python hook runs when a batch starts; with back-to-back triggers the
+                # next batch starts as this one completes, which is what the agent needs to
+                # know, every batch (grouping.py).
+                self._report_started(batch + 1)
+
+    def plan_in_flight(self) -> bool:
+        """A plan is in flight or a replay pinned, as far as this process's configuration
+        feed knows (the agent pushes it within milliseconds): the agent then needs every
+        batch's end."""
+        if self.feed is None:
+            return False
+        snapshot = _any_snapshot(self.feed, self.job)
+        return snapshot.transition is not None or bool(snapshot.pinned_batches)
 
     def _report_started(self, batch_id: int) -> None:
         if self.agent is not None:
@@ -128,7 +152,8 @@ class JobRuntime:
         while not self._stopping.is_set():
             event = self._outbox.get()
             try:
-                self.agent.report(event)
+                with timed(self.groups):
+                    self.agent.report(event)
             except OSError as error:
                 print(f"swivel: progress report failed: {error}", file=sys.stderr)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.snapshots import Snapshot
 
 
 class SnapshotFeed(Protocol):
@@ -103,7 +103,7 @@ class FileFeed:
             mtime = -1.0
         if mtime != self._mtime:
             entries = json.loads(Path(self.path).read_text()) if mtime >= 0 else []
-            self._published = [(e["at"], Snapshot.from_json(e["snapshot"])) for e in entries]
+            self._published = [(e["at"], Snapshot.model_validate(e["snapshot"])) for e in entries]
             self._mtime = mtime
         if not self._published:
             raise LookupError(f"no snapshot published in {self.path}")
@@ -156,7 +156,7 @@ def publish(path: str | Path, snapshot: Snapshot) -> None:
     """Append `snapshot` to a FileFeed's file atomically (write, then rename)."""
     target = Path(path)
     published = json.loads(target.read_text()) if target.exists() else []
-    published.append({"at": time.time(), "snapshot": snapshot.to_json()})
+    published.append({"at": time.time(), "snapshot": snapshot.to_wire()})
     temporary = target.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(published))
     os.replace(temporary, target)

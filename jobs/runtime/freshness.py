@@ -45,9 +45,9 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
-from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime.choosing import newest_tag
 from swivel.jobs.runtime.feeds import SnapshotFeed
+from swivel.protocol.snapshots import Snapshot
 
 WAIT_FOR_TAGGED_SNAPSHOT_S = 30.0
 

@@ -36,11 +36,11 @@ from typing import Any
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
 from swivel.jobs.control.client import working_on
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime import freshness
 from swivel.jobs.runtime.choosing import Part, parts, tag_order
 from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.functions import AllowList, FunctionRefused, resolve
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 RECORD_COLUMN = "_swivel_record"
 SOURCE_TS_COLUMN = "_swivel_ts"

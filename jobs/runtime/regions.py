@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
 from swivel.jobs.control.client import working_on
-from swivel.jobs.control.snapshots import Snapshot
 from swivel.jobs.runtime import freshness
 from swivel.jobs.runtime.feeds import SnapshotFeed
 from swivel.jobs.runtime.operators import OperatorRunner, run_stateless_chain
+from swivel.protocol.snapshots import Snapshot
 
 CHUNK = ""  # the name under which a region's operators find the chunk
 

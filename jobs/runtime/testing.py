@@ -34,9 +34,15 @@ from swivel.controllers.mcs import plan_mcs
 from swivel.controllers.planning import dataflow_of
 from swivel.controllers.schedule_parsing import parse_schedule
 from swivel.jobs.control.recording import merge_schedule, record_update
-from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.driver import JobRuntime
 from swivel.jobs.runtime.feeds import SnapshotFeed
+from swivel.protocol.snapshots import (
+    Component,
+    OperatorConfig,
+    Snapshot,
+    Transition,
+    scheduler_named,
+)
 
 _names = itertools.count()
 
@@ -143,7 +149,7 @@ def with_transition(
         )
     transition = Transition(
         id=transition_id,
-        scheduler=scheduler,
+        scheduler=scheduler_named(scheduler),
         from_config_version=before.config_version,
         to_config_version=before.config_version + 1,
         previous={name: before.operators[name] for name in updates},

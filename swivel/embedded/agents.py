@@ -14,19 +14,23 @@ only: `swivel run` stops the query at a batch boundary first and the agent after
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 from swivel.jobs.agent.auth import RoleTokens
+from swivel.jobs.agent.client import AgentClient, AgentUnreachable
 from swivel.jobs.migration.cluster import die_with_parent
+
+T = TypeVar("T")
 
 
 class AgentStartFailed(RuntimeError):  # noqa: N818 - the name is the condition
@@ -97,9 +101,9 @@ class LocalAgent(RoleTokens):
                     + log_path.read_text(errors="replace")[-2000:]
                 )
             try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=0.5):
-                    return
-            except (OSError, urllib.error.URLError):
+                BlockingAgent(self.url, self.token, retries=0, request_timeout_s=0.5).health()
+                return
+            except AgentUnreachable:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise AgentStartFailed(
@@ -117,3 +121,46 @@ class LocalAgent(RoleTokens):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout_s)
+
+
+class BlockingAgent:
+    """`AgentClient` for embedded mode's synchronous callers (the trial loop runs beside the
+    query, on a thread without an event loop): the CLI's one client of the agent, each
+    call on an event loop of its own, so nothing is shared between threads."""
+
+    def __init__(
+        self, url: str, token: str, *, retries: int = 5, request_timeout_s: float = 10.0
+    ) -> None:
+        self.url, self._token = url, token
+        self._retries, self._timeout_s = retries, request_timeout_s
+
+    def _run(self, call: Callable[[AgentClient], Awaitable[T]]) -> T:
+        async def once() -> T:
+            async with AgentClient(
+                self.url, self._token, retries=self._retries, request_timeout_s=self._timeout_s
+            ) as client:
+                return await call(client)
+
+        return asyncio.run(once())
+
+    def health(self) -> dict[str, Any]:
+        return self._run(lambda client: client.health())
+
+    def submit(
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        requested_at: float | None = None,
+        scheduler_override: Literal["naive"] | None = None,
+    ) -> dict[str, Any]:
+        """POST /v1/plans (`AgentClient.submit_plan`); AgentRejected when refused."""
+        return self._run(
+            lambda client: client.submit_plan(
+                name, spec, requested_at=requested_at, scheduler_override=scheduler_override
+            )
+        )
+
+    def wait_for_completion(self, plan_id: str, timeout_s: float = 300.0) -> dict[str, Any]:
+        """The plan once Completed or Failed (a long-poll on its revision)."""
+        return self._run(lambda client: client.wait_for_completion(plan_id, timeout_s=timeout_s))

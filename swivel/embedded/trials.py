@@ -23,17 +23,15 @@ machine keeps up: `wait_for_long_batches`).
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from swivel.api.phases import FINAL_PHASES
 from swivel.api.streamjob import StreamJob
+from swivel.embedded.agents import BlockingAgent
 from swivel.embedded.cold import ColdRestart
 from swivel.embedded.effect import Effect, measure
 from swivel.embedded.running import EmbeddedJob
@@ -46,6 +44,7 @@ from swivel.embedded.sizing import (
     swap_model,
 )
 from swivel.embedded.verdicts import check_plan
+from swivel.jobs.agent.client import AgentRejected
 
 SCHEDULERS = ("fries", "epoch", "restart", "restart-warm", "naive")
 COLD, WARM = "restart", "restart-warm"
@@ -114,50 +113,36 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-class AgentCalls:
-    """Plain synchronous calls to the agent (the trial loop runs beside the query)."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.token}")
-        request.add_header("Content-Type", "application/json")
+def apply(
+    agent: BlockingAgent,
+    name: str,
+    spec: Mapping[str, Any],
+    *,
+    requested_at: float | None = None,
+    scheduler_override: Literal["naive"] | None = None,
+    retry_s: float = 600.0,
+) -> dict[str, Any]:
+    """Submit a plan and follow it to its end: the plan document once Completed or Failed.
+    A 409 (the previous plan's transition is still being retired) is retried."""
+    deadline = time.monotonic() + retry_s
+    while True:
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"null")
-
-    def submit(self, body: dict[str, Any], retry_s: float = 600.0) -> dict[str, Any]:
-        """POST /v1/plans, retrying while the previous plan's transition is retired (409)."""
-        deadline = time.monotonic() + retry_s
-        while True:
-            status, answer = self.call("POST", "/v1/plans", body)
-            if status == 202:
-                return dict(answer)
-            if status != 409 or time.monotonic() > deadline:
-                raise RuntimeError(f"the agent refused the plan ({status}): {answer}")
-            time.sleep(0.1)
-
-    def wait(self, plan_id: str, timeout_s: float = 300.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            _, plan = self.call("GET", f"/v1/plans/{plan_id}")
-            if plan.get("phase") in FINAL_PHASES:
-                return dict(plan)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"plan {plan_id} still {plan.get('phase')}")
-            time.sleep(0.02)
+            plan = agent.submit(
+                name, spec, requested_at=requested_at, scheduler_override=scheduler_override
+            )
+            break
+        except AgentRejected as error:
+            if error.status != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+    return agent.wait_for_completion(str(plan["id"]))
 
 
 class TrialRunner:
     def __init__(self, embedded: EmbeddedJob, sizing: Sizing, surge_batch_s: float) -> None:
         assert embedded.agent is not None and embedded.schedule_dir is not None
         self.embedded, self.sizing, self.surge_batch_s = embedded, sizing, surge_batch_s
-        self.agent = AgentCalls(embedded.agent.url, embedded.agent.token)
+        self.agent = BlockingAgent(embedded.agent.url, embedded.agent.token)
         self.runtime = embedded.runtime
         self.events: list[tuple[str, float, float]] = []  # (scheduler, requested, completed)
         self.surge_started_at: float | None = None
@@ -175,8 +160,7 @@ class TrialRunner:
         while time.monotonic() < deadline and not self._caught_up():
             time.sleep(0.05)
         self.surge_started_at = time.time()
-        expensive = self.agent.submit({"name": "surge", "spec": swap_back(self.sizing)})
-        self.agent.wait(expensive["id"])
+        apply(self.agent, "surge", swap_back(self.sizing))
 
     def _caught_up(self) -> bool:
         progress = self.runtime.progress
@@ -246,9 +230,9 @@ class TrialRunner:
 
     def trial(self, scheduler: str, after_s: float) -> Trial:
         spec = swap_model().spec.to_manifest()
-        body: dict[str, Any] = {"name": f"swap-model-{scheduler}", "spec": spec}
+        override: Literal["naive"] | None = None
         if scheduler == "naive":
-            body["schedulerOverride"] = "naive"
+            override = "naive"
         else:
             spec["scheduler"] = "restart" if scheduler in (COLD, WARM) else scheduler
         cold = None
@@ -258,8 +242,10 @@ class TrialRunner:
         with cold or contextlib.nullcontext():
             before_ms = self.wait_for_long_batches()
             requested = time.time()
-            body["requestedAt"] = requested
-            plan = self.agent.wait(self.agent.submit(body)["id"])
+            name = f"swap-model-{scheduler}"
+            plan = apply(
+                self.agent, name, spec, requested_at=requested, scheduler_override=override
+            )
             completed = time.time()
             if cold is not None:
                 cold.release()  # measured: back to this driver
@@ -267,8 +253,7 @@ class TrialRunner:
         self.events.append((scheduler, requested, completed))
         time.sleep(after_s)  # the cheap model at work: the "after" latency
         self._wait_for_drain()
-        back = self.agent.submit({"name": "swap-back", "spec": swap_back(self.sizing)})
-        self.agent.wait(back["id"])
+        apply(self.agent, "swap-back", swap_back(self.sizing))
         return self._result(scheduler, plan, requested, completed, before_ms)
 
     def _result(

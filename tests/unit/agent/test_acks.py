@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from swivel.jobs.agent.acks import Ack, AckKind, AcksRejected, parse_acks
+from swivel.jobs.agent.acks import AcksRejected, parse_acks
+from swivel.protocol.acks import Ack, AckKind
 
 OPENAPI = Path(__file__).resolve().parents[3] / "jobs/agent/openapi.yaml"
 GOOD = {"pid": 7, "operator": "a", "version": 2}

@@ -5,16 +5,18 @@ from __future__ import annotations
 import pytest
 
 from swivel.jobs.control.arming import armed_version
-from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
+from swivel.protocol.snapshots import Component, OperatorConfig, Snapshot, Transition
 
-OLD = {"head": OperatorConfig("m:h", 1), "tail": OperatorConfig("m:t", 1), "lone": OperatorConfig("m:l", 1)}  # fmt: skip
+OLD = {"head": OperatorConfig(function="m:h", version=1), "tail": OperatorConfig(function="m:t", version=1), "lone": OperatorConfig(function="m:l", version=1)}  # fmt: skip
 NEW = {
-    "head": OperatorConfig("m:h2", 2),
-    "middle": OperatorConfig("m:m", 1),
-    "tail": OperatorConfig("m:t", 3),
-    "lone": OperatorConfig("m:l", 4),
-    "outside": OperatorConfig("m:o", 1),
-    "fan": OperatorConfig("m:f", 1),  # a head the planner added: no target, same version
+    "head": OperatorConfig(function="m:h2", version=2),
+    "middle": OperatorConfig(function="m:m", version=1),
+    "tail": OperatorConfig(function="m:t", version=3),
+    "lone": OperatorConfig(function="m:l", version=4),
+    "outside": OperatorConfig(function="m:o", version=1),
+    "fan": OperatorConfig(
+        function="m:f", version=1
+    ),  # a head the planner added: no target, same version
 }
 
 
@@ -23,8 +25,17 @@ def snapshot(scheduler: str | None) -> Snapshot:
     if scheduler is not None:
         components = ()
         if scheduler == "fries":
-            components = (Component(0, ("head", "fan"), ("head", "fan", "middle", "tail")),)
-        transition = Transition("p", scheduler, 6, 7, OLD, components)
+            components = (
+                Component(id=0, heads=("head", "fan"), operators=("head", "fan", "middle", "tail")),
+            )
+        transition = Transition(
+            id="p",
+            scheduler=scheduler,
+            from_config_version=6,
+            to_config_version=7,
+            previous=OLD,
+            components=components,
+        )
     return Snapshot(config_version=7, operators=NEW, revision=9, transition=transition)
 
 
@@ -57,6 +68,12 @@ def test_arming_table(row: tuple[str | None, str, bool, int | None]) -> None:
 
 
 def test_an_operator_the_snapshot_does_not_know_is_never_armed() -> None:
-    transition = Transition("p", "fries", 6, 7, {"ghost": OperatorConfig("m:g", 1)})
+    transition = Transition(
+        id="p",
+        scheduler="fries",
+        from_config_version=6,
+        to_config_version=7,
+        previous={"ghost": OperatorConfig(function="m:g", version=1)},
+    )
     bare = Snapshot(config_version=7, operators=NEW, revision=9, transition=transition)
     assert armed_version(bare, "ghost", busy=False) is None

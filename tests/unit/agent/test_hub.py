@@ -309,7 +309,7 @@ def test_a_worker_not_seen_for_the_forget_time_is_forgotten(tmp_path: Path) -> N
 
 def test_the_worker_registry_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from swivel.jobs.agent import workers as workers_module
-    from swivel.jobs.agent.wire import BodyRejected
+    from swivel.protocol.documents import BodyRejected
 
     monkeypatch.setattr(workers_module, "MAX_WORKERS", 3)
     clock = Clock()

@@ -7,14 +7,17 @@ from typing import Any
 import pytest
 
 from swivel.jobs.control.selection import select, tag_column
-from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
+from swivel.protocol.snapshots import Component, OperatorConfig, Snapshot, Transition
 
-OLD = {"head": OperatorConfig("m:h", 1), "tail": OperatorConfig("m:t", 1)}
+OLD = {
+    "head": OperatorConfig(function="m:h", version=1),
+    "tail": OperatorConfig(function="m:t", version=1),
+}
 NEW = {
-    "head": OperatorConfig("m:h2", 2),
-    "middle": OperatorConfig("m:m", 1),
-    "tail": OperatorConfig("m:t", 2, {"rule": "both"}),
-    "outside": OperatorConfig("m:o", 1),
+    "head": OperatorConfig(function="m:h2", version=2),
+    "middle": OperatorConfig(function="m:m", version=1),
+    "tail": OperatorConfig(function="m:t", version=2, params={"rule": "both"}),
+    "outside": OperatorConfig(function="m:o", version=1),
 }
 
 
@@ -25,7 +28,7 @@ def snapshot(
     if scheduler is not None:
         components = ()
         if scheduler == "fries":
-            components = (Component(0, ("head",), ("head", "middle", "tail")),)
+            components = (Component(id=0, heads=("head",), operators=("head", "middle", "tail")),)
         transition = Transition(
             id="p", scheduler=scheduler, from_config_version=6, to_config_version=7,
             previous=OLD, components=components, apply_from_batch=apply_from,
@@ -108,10 +111,12 @@ def test_unknown_operator_is_an_error_not_a_guess() -> None:
 
 def test_snapshot_json_round_trip() -> None:
     original = snapshot("fries", pinned=True)
-    assert Snapshot.from_json(original.to_json()) == original
+    assert Snapshot.model_validate(original.to_wire()) == original
     assert tag_column(3) == "_swivel_tag_3"
 
 
 def test_unknown_scheduler_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown scheduler"):
-        Transition("p", "sometimes", 1, 2, {})
+        Transition(
+            id="p", scheduler="sometimes", from_config_version=1, to_config_version=2, previous={}
+        )

@@ -10,12 +10,12 @@ import pytest
 from swivel.api.phases import PlanPhase
 from swivel.jobs.agent.plans import PlanRecord, Timings
 from swivel.jobs.agent.store import KEPT_BATCHES, DurableState, StateStore
-from swivel.jobs.control.snapshots import Component, OperatorConfig, Transition
+from swivel.protocol.snapshots import Component, OperatorConfig, Transition
 
 
 def sample_state() -> DurableState:
-    old = {"a": OperatorConfig("m:a", 1, {"x": 1})}
-    new = {"a": OperatorConfig("m:a2", 2, {"x": 2}, state_transform="m:t")}
+    old = {"a": OperatorConfig(function="m:a", version=1, params={"x": 1})}
+    new = {"a": OperatorConfig(function="m:a2", version=2, params={"x": 2}, state_transform="m:t")}
     plan = PlanRecord(
         id="p-2", name="p", scheduler="fries", spec={"jobRef": {"name": "j"}}, plan={"kind": "live-control"},
         from_config_version=1, to_config_version=2, targets={"a": 2}, phase=PlanPhase.APPLYING,
@@ -27,7 +27,14 @@ def sample_state() -> DurableState:
         revision=5,
         history={1: old, 2: new},
         accepted_at={1: 0.5, 2: 2.0},
-        transition=Transition("p-2", "fries", 1, 2, old, (Component(0, ("a",), ("a",)),)),
+        transition=Transition(
+            id="p-2",
+            scheduler="fries",
+            from_config_version=1,
+            to_config_version=2,
+            previous=old,
+            components=(Component(id=0, heads=("a",), operators=("a",)),),
+        ),
         plans={"p-2": plan},
         active_plan="p-2",
         batch_versions={3: 1, 4: 2},

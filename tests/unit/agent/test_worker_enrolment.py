@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from swivel.jobs.agent.wire import BodyRejected
 from swivel.jobs.agent.workers import ALIAS_BASE, WorkerRegistry
 from swivel.jobs.control.identity import WorkerIdentity, identity_problem
+from swivel.protocol.documents import BodyRejected
 
 
 def _registry(capacity: int | None = None) -> tuple[WorkerRegistry, list[float]]:

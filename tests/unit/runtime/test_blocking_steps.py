@@ -20,7 +20,6 @@ from swivel.api.streamjob import StreamJobSpec
 from swivel.controllers.mcs import plan_mcs
 from swivel.controllers.planning import dataflow_of
 from swivel.controllers.shapes import BlockingStep, KeyedStep, Region, plan_shape
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.examples.aggregates import totals
 from swivel.jobs.runtime.feeds import StaticFeed
 from swivel.jobs.runtime.operators import (
@@ -30,6 +29,7 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
 )
 from swivel.jobs.runtime.regions import run_blocking
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 LABEL = "swivel.jobs.examples.probes:labelled"
 TOTALS = "swivel.jobs.examples.aggregates:totals"
@@ -113,7 +113,7 @@ def test_a_blocking_keyed_operator_stays_a_keyed_step() -> None:
 def test_a_blocking_pass_drains_its_input_before_it_emits() -> None:
     columns = ("_swivel_record", "customer", "amount", "_swivel_tag_0")
     output = (*columns, "total", "payments", EMITTED_COLUMN)
-    config = OperatorConfig(TOTALS, 1)
+    config = OperatorConfig(function=TOTALS, version=1)
     snapshot = Snapshot(config_version=1, revision=1, operators={"total": config})
     runner = OperatorRunner(
         OperatorPlan("total", False, "customer", columns, output, config),
@@ -139,7 +139,7 @@ def test_a_blocking_pass_drains_its_input_before_it_emits() -> None:
 
 
 def test_an_empty_partition_emits_nothing() -> None:
-    config = OperatorConfig(TOTALS, 1)
+    config = OperatorConfig(function=TOTALS, version=1)
     snapshot = Snapshot(config_version=1, revision=1, operators={"total": config})
     plan = OperatorPlan("total", False, None, ("customer",), ("customer",), config)
     runner = OperatorRunner(plan, WorkerSettings(StaticFeed(snapshot)))

@@ -21,7 +21,6 @@ from swivel.controllers.shapes import (
     merged_columns,
     plan_shape,
 )
-from swivel.jobs.control.snapshots import Component, OperatorConfig, Snapshot, Transition
 from swivel.jobs.runtime.choosing import parts
 from swivel.jobs.runtime.compiling import linear_chain, merged_schema
 from swivel.jobs.runtime.functions import AllowList
@@ -32,6 +31,7 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
 )
 from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
+from swivel.protocol.snapshots import Component, OperatorConfig, Snapshot, Transition
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
 F = "swivel.jobs.examples.probes:labelled"
@@ -320,8 +320,8 @@ def test_merged_schema_works_on_spark_schemas() -> None:
 
 # --- tags through a merge: a non-head fed by two heads of one component -------------------
 
-OLD = {n: OperatorConfig(F, 1) for n in ("a", "b", "k")}
-NEW = {n: OperatorConfig(F, 2, {"label": "new"}) for n in ("a", "b", "k")}
+OLD = {n: OperatorConfig(function=F, version=1) for n in ("a", "b", "k")}
+NEW = {n: OperatorConfig(function=F, version=2, params={"label": "new"}) for n in ("a", "b", "k")}
 
 
 def fries(config_version: int = 7) -> Snapshot:
@@ -331,7 +331,7 @@ def fries(config_version: int = 7) -> Snapshot:
         from_config_version=6,
         to_config_version=7,
         previous=OLD,
-        components=(Component(0, ("a", "b"), ("a", "b", "u", "k")),),
+        components=(Component(id=0, heads=("a", "b"), operators=("a", "b", "u", "k")),),
     )
     return Snapshot(config_version=config_version, operators=NEW, revision=9, transition=transition)
 
@@ -393,7 +393,7 @@ class _OneFunction:
     """A feed whose every snapshot runs `bump_in_place` for the operators named."""
 
     def __init__(self, *operators: str) -> None:
-        config = OperatorConfig(f"{__name__}:bump_in_place", 1)
+        config = OperatorConfig(function=f"{__name__}:bump_in_place", version=1)
         self.snapshot = Snapshot(config_version=1, operators=dict.fromkeys(operators, config))
 
     def current(self, operator: str) -> Snapshot:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd  # type: ignore[import-untyped]
 import pytest
 
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime import freshness
 from swivel.jobs.runtime.feeds import FileFeed, publish
 from swivel.jobs.runtime.operators import (
@@ -26,6 +25,7 @@ from swivel.jobs.runtime.operators import (
     WorkerSettings,
 )
 from swivel.jobs.runtime.testing import with_transition
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 LABEL = "swivel.jobs.examples.probes:labelled"
 COLUMNS = ("_swivel_record", "_swivel_tag_0")
@@ -42,7 +42,10 @@ def _snapshots() -> tuple[Snapshot, Snapshot]:
     before = Snapshot(
         config_version=1,
         revision=1,
-        operators={"head": OperatorConfig(LABEL, 1), "tail": OperatorConfig(LABEL, 1)},
+        operators={
+            "head": OperatorConfig(function=LABEL, version=1),
+            "tail": OperatorConfig(function=LABEL, version=1),
+        },
     )
     after = with_transition(
         before,
@@ -54,7 +57,12 @@ def _snapshots() -> tuple[Snapshot, Snapshot]:
 
 def _runner(name: str, feed: FileFeed) -> OperatorRunner:
     plan = OperatorPlan(
-        name, False, None, COLUMNS, (*COLUMNS, "label", EMITTED_COLUMN), OperatorConfig(LABEL, 1)
+        name,
+        False,
+        None,
+        COLUMNS,
+        (*COLUMNS, "label", EMITTED_COLUMN),
+        OperatorConfig(function=LABEL, version=1),
     )
     return OperatorRunner(plan, WorkerSettings(feed))
 

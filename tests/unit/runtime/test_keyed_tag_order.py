@@ -19,7 +19,6 @@ import pytest
 from swivel.controllers.checker import UpdateEvent, check_schedule
 from swivel.controllers.schedule_parsing import iter_events
 from swivel.jobs.control.recording import complete_lines
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime import operators
 from swivel.jobs.runtime.feeds import StaticFeed
 from swivel.jobs.runtime.operators import (
@@ -32,6 +31,7 @@ from swivel.jobs.runtime.operators import (
     run_keyed_group,
 )
 from swivel.jobs.runtime.testing import with_transition
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 COUNTING = "swivel.jobs.examples.probes:counting"
 LABEL = "swivel.jobs.examples.probes:labelled"
@@ -46,7 +46,10 @@ def _follower(name: str, recording_dir: Path | None = None) -> OperatorRunner:
     before = Snapshot(
         config_version=1,
         revision=1,
-        operators={"head": OperatorConfig(LABEL, 1), name: OperatorConfig(COUNTING, 1)},
+        operators={
+            "head": OperatorConfig(function=LABEL, version=1),
+            name: OperatorConfig(function=COUNTING, version=1),
+        },
     )
     after = with_transition(
         before,
@@ -117,7 +120,9 @@ def test_rows_of_a_key_outside_any_transition_keep_their_arrival_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(operators._cost_per_row, "plain", 1.0)  # one row per check
-    plan = OperatorPlan("plain", True, "customer", INPUT, OUTPUT, OperatorConfig(COUNTING, 1))
+    plan = OperatorPlan(
+        "plain", True, "customer", INPUT, OUTPUT, OperatorConfig(function=COUNTING, version=1)
+    )
     snapshot = Snapshot(config_version=1, revision=1, operators={"plain": plan.initial})
     runner = OperatorRunner(plan, WorkerSettings(StaticFeed(snapshot)))
     # tags no one follows (at most the snapshot's version: a newer one is waited for)

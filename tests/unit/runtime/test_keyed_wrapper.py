@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 
-from swivel.jobs.control.snapshots import OperatorConfig, Snapshot
 from swivel.jobs.runtime.feeds import StaticFeed
 from swivel.jobs.runtime.listening import ProgressListener, _JsonProgress
 from swivel.jobs.runtime.operators import (
@@ -19,6 +18,7 @@ from swivel.jobs.runtime.operators import (
     encode_state,
     run_keyed_group,
 )
+from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
 MODEL = "swivel.jobs.examples.fraud:customer_model"
 INPUT = ("_swivel_record", "_swivel_ts", "customer", "amount", "_swivel_tag_0")
@@ -26,7 +26,7 @@ EMITTED = ("customer_score", "customer_flag", "customer_model")
 
 
 def _runner(output: tuple[str, ...]) -> OperatorRunner:
-    config = OperatorConfig(MODEL, 1, {"model": "cheap"})
+    config = OperatorConfig(function=MODEL, version=1, params={"model": "cheap"})
     snapshot = Snapshot(config_version=1, revision=1, operators={"detector": config})
     plan = OperatorPlan("detector", True, "customer", INPUT, output, config)
     return OperatorRunner(plan, WorkerSettings(StaticFeed(snapshot)))
@@ -133,7 +133,7 @@ class _AgentLikeFeed(StaticFeed):
 
 def test_a_reused_worker_acks_again_to_a_new_agent_whose_versions_start_over() -> None:
     output = (*INPUT, *EMITTED, EMITTED_COLUMN)
-    config = OperatorConfig(MODEL, 1, {"model": "cheap"})
+    config = OperatorConfig(function=MODEL, version=1, params={"model": "cheap"})
     snapshot = Snapshot(config_version=1, revision=1, operators={"detector": config})
     plan = OperatorPlan("detector", True, "customer", INPUT, output, config)
     feeds = [_AgentLikeFeed(snapshot, f"http://127.0.0.1:{port}") for port in (8001, 8002)]

@@ -22,12 +22,12 @@ from typing import Any
 
 from aiohttp import web
 
-from swivel.jobs.control.snapshots import Snapshot
+from swivel.protocol.snapshots import Snapshot
 
 
 class ControlPump:
     def __init__(self, snapshot: Snapshot, port: int, token: str) -> None:
-        self._wire = snapshot.to_json()
+        self._wire = snapshot.to_wire()
         self.port, self.token = port, token
         self.rate = 0.0
         self.revision = snapshot.revision

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from swivel.api.errors import join_path, problems_from
-from swivel.api.loads import LoadMeasurement
 from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot, loads_document
+from swivel.protocol.loads import LoadMeasurement
 
 BINS = 16
 FieldPath = tuple[str | int, ...]

@@ -1,4 +1,4 @@
-"""The wire documents the agent accepts, as strict pydantic models, and the JSON reader.
+"""What every protocol document shares: its base class, its limits and the JSON reader.
 
 Every body is read by `read_json` (finite numbers only, integers within 64 bits, nesting
 at most `MAX_DEPTH` deep; the size is bounded by the app's `client_max_size`) and then
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Self
 
 from pydantic import Field, ValidationError
 
-from swivel.api.base import WireDocument as BaseWireDocument
+from swivel.api.base import WireDocument
 from swivel.api.errors import FieldProblem, problems_from
 
 MAX_DEPTH = 32  # the deepest honest document (a migration report) is 5 levels
@@ -28,11 +28,13 @@ MAX_PLAN_WAIT_S = 30.0
 MAX_TEXT = 4096
 MAX_NAME = 253  # a Kubernetes object name
 LATEST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: beyond it no timestamp can be shown
+MAX_PID = 2**32  # worker ids: process ids, or ids the agent hands out below this
 
 Long = Annotated[int, Field(ge=0, lt=INT_LIMIT)]
 Seconds = Annotated[float, Field(ge=0, le=LATEST_TIME, allow_inf_nan=False)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+WorkerId = Annotated[int, Field(ge=0, lt=MAX_PID)]
 
 
 class BodyRejected(ValueError):  # noqa: N818 - reads as the outcome, like PlanRejected
@@ -119,11 +121,12 @@ def query_seconds(raw: str | None, name: str, default: float, upper: float) -> f
     return min(max(value, 0.0), upper)
 
 
-class WireDocument(BaseWireDocument):
-    """A wire document the agent reads, refused as `BodyRejected` (field: reason)."""
+class Document(WireDocument):
+    """A document that crosses a process boundary: one model reads it (`parse`, refusing a
+    bad one as `BodyRejected`) and writes it (`to_wire`), so both sides agree by type."""
 
     @classmethod
-    def parse(cls, body: Any, prefix: str = "") -> Any:
+    def parse(cls, body: Any, prefix: str = "") -> Self:
         try:
             return cls.model_validate(body)
         except ValidationError as error:
@@ -132,67 +135,6 @@ class WireDocument(BaseWireDocument):
             ]
             raise BodyRejected(problems) from None
 
-
-class SubmissionBody(WireDocument):
-    """`POST /v1/plans` (the spec itself is `ReconfigurationSpec`, validated after this)."""
-
-    name: Name
-    spec: Any = None
-    scheduler_override: Literal["naive"] | None = None  # benchmark only
-    requested_at: Seconds | None = None  # epoch seconds, the submitter's clock
-    idempotency_key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-
-
-class ProgressReport(WireDocument):
-    """`POST /v1/driver/progress`: a micro-batch started or completed."""
-
-    batch_id: Long
-    event: Literal["started", "completed"]
-    at: Seconds | None = None
-    duration_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    num_input_rows: Long | None = None
-    query_id: Text | None = None
-    run_id: Text | None = None
-
-
-class MigrationReport(WireDocument):
-    """`POST /v1/driver/migration`: a bin migration's progress (`Migration.to_dict`)."""
-
-    plan_id: Name
-    phase: Literal["Pending", "Running", "Completed", "Failed"]
-    message: Text = ""
-    id: Text | None = None
-    kind: Text | None = None
-    step: Long | None = None
-    steps: Long | None = None
-    bins_moved: Long | None = None
-    bins_total: Long | None = None
-    first_batch: Long | None = None
-    last_batch: Long | None = None
-    duration_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    retries: Long | None = None
-    strategy: Text | None = None
-    landed_elsewhere: Annotated[list[dict[str, Any]], Field(max_length=65536)] | None = None
-    meta_topology: dict[str, Any] | None = None  # shown as reported (depth: `read_json`)
-
-
-class CoordinationReport(WireDocument):
-    """`POST /v1/driver/coordination`: the driver applied a coordination interval."""
-
-    interval_seconds: Annotated[float, Field(gt=0, le=86400.0, allow_inf_nan=False)]
-    plan_id: Name | None = None
-    applied_at: Seconds | None = None  # the driver's clock
-
-
-class ActionDone(WireDocument):
-    """`POST /v1/driver/actions/done`: the driver carried out action `seq`."""
-
-    seq: Annotated[int, Field(ge=1, lt=INT_LIMIT)]
-
-
-class WorkerEnrolment(WireDocument):
-    """`POST /v1/control/workers`: a worker process asks for an identity of its own. `pid` is
-    the id it would like (its process id); the agent answers with the id it got (that one
-    unless taken) and the secret every later call for that id must present."""
-
-    pid: Annotated[int, Field(ge=0, lt=2**32)]
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON form: camelCase, every field (null ones too: the answer says it)."""
+        return self.model_dump(mode="json", by_alias=True)

@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 
-from swivel.jobs.agent.wire import (
-    MAX_DEPTH,
-    BodyRejected,
+from swivel.protocol.bodies import (
     CoordinationReport,
     MigrationReport,
     ProgressReport,
     SubmissionBody,
+)
+from swivel.protocol.documents import (
+    MAX_DEPTH,
+    BodyRejected,
     query_int,
     query_seconds,
     read_json,

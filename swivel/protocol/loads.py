@@ -6,7 +6,7 @@ wire form; the agent validates the body against the same model
 (`swivel.jobs.agent.loads.parse_loads`: a 400 with one `field: reason` per bad field),
 serves the latest at `GET /v1/loads` (a `ServedLoads`: the measurement and its age) and as
 gauges in `/metrics`, and the operator's policy timers read that answer with the same
-models (`swivel.operator.agents.Loads`; docs/control-protocol.md, "Loads").
+models (`swivel.operator.agents`; docs/control-protocol.md, "Loads").
 
 Numbers are strict: a JSON number, finite and non-negative; a boolean or a numeric string
 is refused, not coerced, and counts (records, rows, bytes, cores) are integers. A number
@@ -19,26 +19,26 @@ bins needs the job: validate with `context={"bins": n}`.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from swivel.api.base import WireDocument
 from swivel.api.errors import semantic_error
+from swivel.protocol.documents import Document
 
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 ExecutorId = Annotated[str, Field(min_length=1, description="Spark's executor id")]
 
 
-class _WireDocument(WireDocument):
+class _Measurement(Document):
     def to_wire(self) -> dict[str, Any]:
         """The JSON body: camelCase, only the fields that were given (a field given as
         null is left out: null and absent mean the same here)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)
 
 
-class ExecutorMeasurement(_WireDocument):
+class ExecutorMeasurement(_Measurement):
     executor: ExecutorId
     busy_seconds: Number = 0.0  # its tasks' run time over the window, per core
     window_seconds: Number = 0.0
@@ -50,7 +50,7 @@ class ExecutorMeasurement(_WireDocument):
     cores: Count = 1
 
 
-class BinMeasurement(_WireDocument):
+class BinMeasurement(_Measurement):
     bin: Count
     executor: ExecutorId  # the executor that ran it in the latest measured batch
     records: Count = 0
@@ -67,7 +67,7 @@ class BinMeasurement(_WireDocument):
         return value
 
 
-class LoadMeasurement(_WireDocument):
+class LoadMeasurement(_Measurement):
     """One collection phase: what the driver measured over `batches`."""
 
     executors: list[ExecutorMeasurement]
@@ -102,6 +102,8 @@ class LoadMeasurement(_WireDocument):
 
 class ServedLoads(LoadMeasurement):
     """`GET /v1/loads`: the latest measurement as the agent keeps it, and when it came."""
+
+    openapi_name: ClassVar[str] = "Loads"  # its component in the agent's OpenAPI document
 
     received_at: Number | None = None  # epoch seconds, the agent's clock
     age_seconds: Number = 0.0  # since the agent received it

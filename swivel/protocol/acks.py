@@ -1,0 +1,37 @@
+"""A worker's acknowledgement (`POST /v1/control/acks`, docs/control-protocol.md).
+
+The control client in every Python worker posts a JSON array of these; the agent reads the
+whole array against `Ack` before applying any (`swivel.jobs.agent.acks.parse_acks`). How a
+worker counts as switched, and when it may say "armed", is `swivel.jobs.control.arming`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+from pydantic import Field
+
+from swivel.protocol.documents import Document, Long, WorkerId
+
+
+class AckKind(enum.StrEnum):
+    """How a worker switched (`swivel.jobs.control.arming`)."""
+
+    PROCESSED = "processed"  # records ran under the version
+    ARMED = "armed"  # switched on receipt of the snapshot
+
+
+class Ack(Document):
+    """'Worker `pid` switched `operator` to function `version` under `configVersion`.'"""
+
+    pid: WorkerId
+    operator: Annotated[str, Field(min_length=1, max_length=253)]
+    version: Long  # the operator's function version
+    config_version: Long | None = None  # a head that is no target switches by this
+    partition: Long | None = None
+    batch_id: Long | None = None  # the micro-batch that ran it (processed)
+    # When it switched, worker clock: the check that chose the version, or the receipt;
+    # the agent's arrival time when left out.
+    at: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    kind: Annotated[AckKind, Field(strict=False)] = AckKind.PROCESSED  # from its value
