@@ -21,14 +21,14 @@ branch in `_report_active` and widen `SUPPORTED` after checking the signatures w
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from swivel.jobs.control.connection import get_json
 
 SUPPORTED = ("4.3.",)
 STORE_DEFAULT = "default"
@@ -202,8 +202,7 @@ class SparkInternals:
         if not base:
             raise RuntimeError("the Spark UI is disabled: set spark.ui.enabled=true")
         url = f"{base}/api/v1/applications/{self.sc.applicationId}{path}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read())
+        return get_json(url, timeout=10)
 
     def executors(self) -> list[ExecutorInfo]:
         out = []
@@ -234,13 +233,22 @@ class SparkInternals:
         """Every task attempt of batch `batch_id`'s stateful stage: the last stage with
         `partitions` tasks among the jobs of that batch (job group = run id, description
         ends with `batch = N`, as MicroBatchExecution sets them)."""
-        suffix = f"batch = {batch_id}"
-        stage_ids: set[int] = set()
-        for job in self._rest("/jobs"):
-            if job.get("jobGroup") != run_id:
-                continue
-            if str(job.get("description") or "").rstrip().endswith(suffix):
-                stage_ids.update(int(s) for s in job.get("stageIds", []))
+        jobs = [j for j in self._rest("/jobs") if j.get("jobGroup") == run_id]
+        return self._stage_tasks(_stages_of_batch(jobs, batch_id), partitions)
+
+    def batches_tasks(
+        self, run_id: str, batch_ids: Iterable[int], partitions: int
+    ) -> dict[int, list[TaskRun]]:
+        """`batch_tasks` for many batches with one read of the job list (a collection phase
+        spans many batches). Batches the UI no longer retains (`spark.ui.retainedJobs`,
+        1000 by default) have no tasks."""
+        jobs = [j for j in self._rest("/jobs") if j.get("jobGroup") == run_id]
+        return {
+            batch: _successful(self._stage_tasks(_stages_of_batch(jobs, batch), partitions))
+            for batch in batch_ids
+        }
+
+    def _stage_tasks(self, stage_ids: set[int], partitions: int) -> list[TaskRun]:
         runs: list[TaskRun] = []
         for stage_id in sorted(stage_ids, reverse=True):
             attempts = [
@@ -271,12 +279,7 @@ class SparkInternals:
 
     def batch_tasks(self, run_id: str, batch_id: int, partitions: int) -> list[TaskRun]:
         """The successful task of each partition in batch `batch_id`'s stateful stage."""
-        latest = {
-            t.partition: t
-            for t in self.batch_tasks_all(run_id, batch_id, partitions)
-            if t.status == "SUCCESS"
-        }
-        return [latest[p] for p in sorted(latest)]
+        return _successful(self.batch_tasks_all(run_id, batch_id, partitions))
 
     def served_by(
         self, run_id: str, batch_id: int, partitions: int, timeout: float = 10.0
@@ -305,6 +308,20 @@ def executor_of_location(location: str) -> str:
     if location.startswith("executor_"):
         return location.rsplit("_", 1)[1]
     return location
+
+
+def _stages_of_batch(jobs: Iterable[dict[str, Any]], batch_id: int) -> set[int]:
+    suffix = f"batch = {batch_id}"
+    stage_ids: set[int] = set()
+    for job in jobs:
+        if str(job.get("description") or "").rstrip().endswith(suffix):
+            stage_ids.update(int(s) for s in job.get("stageIds", []))
+    return stage_ids
+
+
+def _successful(runs: Iterable[TaskRun]) -> list[TaskRun]:
+    latest = {t.partition: t for t in runs if t.status == "SUCCESS"}
+    return [latest[p] for p in sorted(latest)]
 
 
 def _metric(task: dict[str, Any], *path: str) -> float:

@@ -53,3 +53,38 @@ def test_design_card_folders_are_mapped_into_the_swivel_namespace() -> None:
     for folder in ("operator", "controllers", "jobs"):
         link = ROOT / "swivel" / folder
         assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve()
+
+
+def test_one_client_per_side_no_urllib_request_in_the_product() -> None:
+    """The CLI's side speaks to the agent with `AgentClient`, the job side with its stdlib
+    `Connection` (docs/architecture.md, "Clients"): a third HTTP client is a regression."""
+    folders = ("swivel", "jobs", "operator", "controllers")
+    offenders = sorted(
+        str(path.relative_to(ROOT))
+        for folder in folders
+        for path in (ROOT / folder).rglob("*.py")
+        if "urllib.request" in _imported_modules(path)
+    )
+    assert offenders == []
+
+
+def test_the_urllib_probe_itself_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import urllib.parse\nimport urllib.request as fetch\n", encoding="utf-8")
+    assert "urllib.request" in _imported_modules(probe)
+
+
+def test_the_protocol_is_a_package_of_its_own() -> None:
+    protocol = ROOT / "swivel" / "protocol"
+    assert protocol.is_dir() and not protocol.is_symlink()
+    assert "pydantic" in set().union(*(_imported_roots(p) for p in protocol.glob("*.py")))
+
+
+def _imported_modules(path: Path) -> set[str]:
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module)
+    return modules
