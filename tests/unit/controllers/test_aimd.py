@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from swivel.controllers.aimd import (
     AimdConfig,
     AimdState,
-    batches_per_coordination,
     overhead,
     step,
 )
@@ -67,11 +66,6 @@ def test_a_single_spike_does_not_grow_the_interval() -> None:
 def test_start_is_at_the_minimum_unless_told_otherwise() -> None:
     assert AimdState.start(CONFIG) == AimdState(0.5, None)
     assert AimdState.start(CONFIG, 1000.0).interval_s == 60.0
-
-
-def test_interval_maps_to_a_group_of_micro_batches() -> None:
-    assert batches_per_coordination(10.0, 2.0) == 5
-    assert batches_per_coordination(0.5, 2.0) == 1
 
 
 @pytest.mark.parametrize(
