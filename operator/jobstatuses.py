@@ -1,13 +1,13 @@
 """The one writer of a StreamJob's status: every change goes through `write_job_status`.
 
 A job's status is changed by its kopf handlers (create/resume, spec edits, the health
-timer) and by the step that completes one of its Reconfigurations (`recording.py`). They
-all write here: under the job's lock, reading the freshest status the operator knows
-(its own last write wins over a watch event that has not arrived yet) and merge-patching
-the changed fields in one write. So a phase and its message always land together, and no
-writer computes its change from a status another writer has already replaced: kopf's
-`patch.status` would be applied after the handler returned, outside the lock, from the
-body the handler started with.
+timer) and by the step that completes one of its Reconfigurations
+(`reconfiguration_steps.py`). They all write here: under the job's lock, reading the
+freshest status the operator knows (its own last write wins over a watch event that has
+not arrived yet) and merge-patching the changed fields in one write. So a phase and its
+message always land together, and no writer computes its change from a status another
+writer has already replaced: kopf's `patch.status` would be applied after the handler
+returned, outside the lock, from the body the handler started with.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from swivel.operator import indexes, policies, reconfiguration_following, streamjobs
+from swivel.operator import indexes, policies, reconfigurations, streamjobs
 from swivel.operator.contexts import OperatorContext
 
 FINALIZER = "swivel.dev/finalizer"
@@ -50,7 +50,7 @@ def build_registry(
 
     indexes.register(registry)
     streamjobs.register(registry, ctx)
-    reconfiguration_following.register(registry, ctx)
+    reconfigurations.register(registry, ctx)
     policies.register(registry, ctx)
     return registry
 

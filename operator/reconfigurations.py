@@ -1,4 +1,17 @@
-"""kopf handlers for Reconfiguration: validate, queue, plan, submit, follow — resumably.
+"""kopf's follower of a Reconfiguration, and one step: validate, queue, submit, follow.
+
+kopf starts a daemon for every Reconfiguration the watch shows whose phase is not final
+(a new one, or every unfinished one when the operator starts, which is how it resumes),
+and the daemon runs `step` now and then every `intervals.reconfiguration` seconds until
+the step says there is nothing left to do. kopf owns its lifetime: it stops the daemon
+when the object is deleted, when the operator stops and while peering pauses the operator
+(and starts it again on the next watch event after the pause). A finished Reconfiguration
+(filtered out by `when=`) starts nothing and carries no finalizer. What it costs: kopf
+blocks the deletion of an object with a spawned daemon by its finalizer, so an unfinished
+Reconfiguration gets `swivel.dev/finalizer` (one patch when the daemon starts, one when it
+has finished: two API writes and two watch events per Reconfiguration; no progress or
+last-handled annotations, which only change handlers write). docs/operator.md has the
+request counts and why they are worth it.
 
 Each run of `step` reads the object, its job and its siblings as the watch showed them
 (`indexes`: no API round trip before the submit) and carries it as far as it can go now:
@@ -11,14 +24,16 @@ and a resubmission carries the idempotency key. Status is written straight away 
 the `Cluster` (not at the end of the handler); what follows an acceptance waits until no
 other step is on its way to a submit (`contexts.Submissions`: submits first in a burst).
 
-The writes a step makes go through `Step` (operator/reconfiguration_steps.py); the kopf
-daemon that runs a step until the object settles is in operator/reconfiguration_following.py.
+The writes a step makes, and its calls to the agent, go through `Step`
+(operator/reconfiguration_steps.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
 
 import kopf
 from pydantic import ValidationError
@@ -38,30 +53,83 @@ from swivel.operator.admission import (
     spec_bound_problem,
     unknown_targets,
 )
-from swivel.operator.agents import AgentRejected, AgentUnreachable, JobAddress
 from swivel.operator.clusters import Ref
 from swivel.operator.contexts import OperatorContext
+from swivel.operator.indexes import job_of
 from swivel.operator.joblabels import reconfigurations_of
 from swivel.operator.phases import WAITING, Phase, Reason
-from swivel.operator.reconciling import (
-    Decision,
-    Sibling,
-    admit,
-    after_rejection,
-    from_agent_plan,
-    plan_fields,
+from swivel.operator.reconciling import Decision, Sibling, admit
+from swivel.operator.reconfiguration_steps import (
+    Step,
+    follow_plan,
+    record_acceptance,
+    submit,
 )
-from swivel.operator.reconfiguration_steps import Step
-from swivel.operator.recording import record_on_job
 
 PLURAL = "reconfigurations"
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
-# How long one step waits on the agent for a plan to change (its long-poll; the agent caps
-# it at 30 s). Short enough that a stopping operator is not held long, long enough that a
-# step sees most changes as they happen rather than at the next one.
-PLAN_WAIT_S = 10.0
-T = TypeVar("T")
+
+FAILED_STEP_DELAY_S = 5.0
+# When kopf stops a daemon (the object finished or was deleted, the operator stops or
+# peering pauses it), a step under way may finish for this long: the daemon that wrote
+# Completed is stopped by the `when=` filter while it still records the result on the job
+# and wakes the next queued sibling, which a cancellation would cut short. Only then is it
+# cancelled (a step is resumable at any await: it survives operator crashes); without a
+# timeout kopf would wait for ever and leave it orphaned. Deleting an unfinished
+# Reconfiguration therefore takes up to this long (kopf looks again after the backoff).
+CANCELLATION_BACKOFF_S = 5.0
+CANCELLATION_TIMEOUT_S = 5.0
+logger = logging.getLogger(__name__)
+
+
+def unfinished(body: kopf.Body, **_: Any) -> bool:
+    """The daemon's filter: only a Reconfiguration that is not Completed or Failed starts
+    one (and so gets kopf's finalizer); kopf stops it when the phase becomes final."""
+    return (body.get("status") or {}).get("phase") not in FINAL_PHASES
+
+
+async def follow(
+    ctx: OperatorContext, namespace: str, name: str, body: kopf.Body, stopped: kopf.DaemonStopped
+) -> None:
+    """Step one unfinished Reconfiguration now and then every `intervals.reconfiguration`
+    seconds until it settles or kopf stops the daemon (`stopped`)."""
+    while not stopped:
+        try:
+            if await step(ctx, namespace, name, job_of(body)):
+                return
+            delay = ctx.intervals.reconfiguration
+        except kopf.TemporaryError as error:
+            delay = error.delay or ctx.intervals.reconfiguration
+        except Exception:  # logged; the next run retries, as a timer would
+            logger.exception("Reconfiguration %s/%s: step failed", namespace, name)
+            delay = FAILED_STEP_DELAY_S
+        # Not `await stopped.wait(delay)`: kopf waits for that in a task of its own, which
+        # outlives a daemon cancelled meanwhile and, when its timeout fires in the same
+        # instant (Python 3.11's wait_for), ends in a TimeoutError that kopf's shutdown
+        # re-raises out of kopf.operator. A stopped daemon exits after this sleep, or
+        # kopf cancels it after CANCELLATION_BACKOFF_S (harmless in a sleep).
+        await asyncio.sleep(delay)
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    @kopf.daemon(
+        *RESOURCE,
+        when=unfinished,
+        cancellation_backoff=CANCELLATION_BACKOFF_S,
+        cancellation_timeout=CANCELLATION_TIMEOUT_S,
+        registry=registry,
+    )
+    async def reconfiguration_follower(
+        body: kopf.Body,
+        namespace: str | None,
+        name: str | None,
+        stopped: kopf.DaemonStopped,
+        **kwargs: Any,
+    ) -> None:
+        ctx.known.attach(kwargs)
+        if name is not None:
+            await follow(ctx, namespace or "", name, body, stopped)
 
 
 async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = "") -> bool:
@@ -102,25 +170,16 @@ async def step(ctx: OperatorContext, namespace: str, name: str, job_name: str = 
                     admitted = await _admit(current, spec, job_body, job)
                     if not admitted:
                         return current.status.phase in FINAL_PHASES
-                document = await _submit(current, spec, job_body, admitted)
+                document = await submit(current, spec, job_body, admitted)
             if document is not None:
                 await ctx.submissions.settled()  # other objects' submits first
-                await _accepted(current, spec, document)
+                await record_acceptance(current, spec, document)
         if current.status.phase is Phase.APPLYING:
-            await _follow(current, job_body)
+            await follow_plan(current, job_body)
     if current.status.phase not in FINAL_PHASES:
         return False
     await _wake_next(ctx, namespace, spec.job_ref.name, name)
     return True
-
-
-def idempotency_key(obj: Mapping[str, Any]) -> str:
-    """What the agent knows this Reconfiguration by across retries and operator restarts:
-    a repeat gets the plan the first submission created (no double apply even when the
-    operator crashed before it could record the plan id). The uid keeps a re-created
-    object of the same name a different reconfiguration."""
-    metadata = obj["metadata"]
-    return f"{metadata['namespace']}/{metadata['name']}/{metadata['uid']}"
 
 
 async def _job_body(ctx: OperatorContext, namespace: str, name: str) -> dict[str, Any] | None:
@@ -152,7 +211,7 @@ async def _admit(
     job: StreamJob | SpecError | None,
 ) -> bool:
     """Pending/Queued → Pending (no job) | Failed (invalid) | Queued, written, and False;
-    or True when this one may go now, not written: `_submit` writes Planned or Applying
+    or True when this one may go now, not written: `submit` writes Planned or Applying
     with the agent's answer and plan (one status write instead of two; the object is the
     head of its job's queue, so its siblings keep waiting meanwhile)."""
     if isinstance(job, SpecError):
@@ -181,172 +240,6 @@ async def _admit(
         await current.decide(decision)
         return False
     return True
-
-
-async def _address(
-    current: Step, job_body: Mapping[str, Any] | None, admitted: bool = False
-) -> JobAddress | None:
-    if job_body is None:
-        await current.decide(
-            Decision(Phase.FAILED, Reason.JOB_DELETED, "the StreamJob was deleted")
-        )
-        return None
-    metadata = job_body["metadata"]
-    address = await current.ctx.job_address(
-        current.ref.namespace, metadata["name"], metadata.get("uid")
-    )
-    if address is None:
-        message = "the job's agent token Secret does not exist yet"
-        phase = Phase.PLANNED if admitted else current.status.phase
-        await current.decide(Decision(phase, Reason.AGENT_UNREACHABLE, message))
-    return address
-
-
-async def _calling(
-    current: Step, address: JobAddress, call: Callable[[JobAddress], Awaitable[T]]
-) -> T:
-    """`call(address)`; after a 401 with a remembered token, once more with the Secret's."""
-    try:
-        return await call(address)
-    except AgentRejected as error:
-        if error.status != 401:
-            raise
-        fresh = await current.ctx.job_address(address.namespace, address.name, fresh=True)
-        if fresh is None or fresh.token == address.token:
-            raise
-        return await call(fresh)
-
-
-async def _submit(
-    current: Step,
-    spec: ReconfigurationSpec,
-    job_body: Mapping[str, Any] | None,
-    admitted: bool = False,
-) -> dict[str, Any] | None:
-    """Planned (or just `admitted`): the agent's plan document when it accepted (`_accepted`
-    records it); otherwise → Planned (agent unreachable) | Queued (busy) | Failed (rejected:
-    the agent's `field: reason`), or Applying when resumed, and None."""
-    if current.plan_id:  # accepted before a restart; the phase write did not happen
-        updates = {"agent_plan_id": current.plan_id}
-        await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, "resumed", updates))
-        return None
-    address = await _address(current, job_body, admitted)
-    if address is None:
-        return None
-    agents, manifest, key = current.ctx.agents, spec.to_manifest(), idempotency_key(current.obj)
-    try:
-        document = await _calling(
-            current, address, lambda at: agents.submit(at, current.name, manifest, key=key)
-        )
-    except AgentUnreachable as error:
-        await current.decide(Decision(Phase.PLANNED, Reason.AGENT_UNREACHABLE, str(error)))
-        return None
-    except AgentRejected as error:
-        adopted = await _ours(current, address, error)
-        if adopted is None:
-            await current.decide(after_rejection(error.status, error.errors, error.running_plan))
-            return None
-        document = adopted
-    return document
-
-
-async def _accepted(current: Step, spec: ReconfigurationSpec, document: Mapping[str, Any]) -> None:
-    """The agent accepted `document` → Applying, with the agent's plan in status."""
-    # The annotation first (a metadata write, before anything else can happen), then the
-    # status with the same id: a restart in between finds the annotation (and a crash
-    # before the annotation is harmless: the idempotency key gets the same plan back).
-    await current.remember_plan_id(str(document["id"]), spec.job_ref.name)
-    decision = from_agent_plan(document)
-    fields = plan_fields(document)
-    message = f"the agent accepted plan {document['id']}"
-    if fields:
-        message = f"planned by the agent ({fields.get('kind')}); {message}"
-    updates = {**fields, **decision.updates, "agent_plan_id": str(document["id"])}
-    await current.decide(Decision(Phase.APPLYING, Reason.APPLYING, message, updates))
-
-
-async def _ours(current: Step, address: JobAddress, error: AgentRejected) -> dict[str, Any] | None:
-    """A 409 whose running plan is this very Reconfiguration (submitted before a crash)."""
-    if error.status != 409 or not error.running_plan:
-        return None
-    try:
-        running = await current.ctx.agents.get_plan(address, str(error.running_plan))
-    except (AgentRejected, AgentUnreachable):
-        return None
-    return running if running.get("name") == current.name else None
-
-
-async def _follow(current: Step, job_body: Mapping[str, Any] | None) -> None:
-    """Record the agent's plan now, then follow it by long-poll: ask again with the
-    `revision` just seen and wait (up to `PLAN_WAIT_S`) for the agent to say it changed, so
-    a completion is seen when it happens, not at the next step. An agent whose documents
-    carry no `revision` (or a plan already final) is asked once, as before."""
-    plan_id = current.plan_id
-    if not plan_id:
-        message = "no agent plan id recorded; cannot follow"
-        await current.decide(Decision(Phase.FAILED, Reason.PLAN_LOST, message))
-        return
-    address = await _address(current, job_body)
-    if address is None:
-        return
-    document = await _plan(current, address, plan_id, None)
-    if document is None:
-        return
-    await _take(current, document, job_body)
-    revision = document.get("revision")
-    if current.status.phase in FINAL_PHASES or not isinstance(revision, int):
-        return
-    changed = await _plan(current, address, plan_id, revision)
-    if changed is not None and changed.get("revision") != revision:
-        await _take(current, changed, job_body)
-
-
-async def _plan(
-    current: Step, address: JobAddress, plan_id: str, since: int | None
-) -> dict[str, Any] | None:
-    """The agent's plan document (with `since`, its next change or the same after
-    `PLAN_WAIT_S`); None once the failure to get it is recorded."""
-    agents = current.ctx.agents
-    timeout = 0.0 if since is None else PLAN_WAIT_S
-    try:
-        return await _calling(
-            current, address, lambda at: agents.get_plan(at, plan_id, since=since, timeout=timeout)
-        )
-    except AgentUnreachable as error:
-        await current.decide(Decision(Phase.APPLYING, Reason.AGENT_UNREACHABLE, str(error)))
-        return None
-    except AgentRejected as error:
-        if error.status != 404:
-            raise kopf.TemporaryError(str(error), delay=5) from error
-        message = f"the agent no longer knows plan {plan_id} (its state was lost)"
-        await current.decide(Decision(Phase.FAILED, Reason.PLAN_LOST, message))
-        return None
-
-
-async def _take(
-    current: Step, document: Mapping[str, Any], job_body: Mapping[str, Any] | None
-) -> None:
-    """Write what the agent's plan document says into status (and, once Completed, the
-    job's last reconfiguration)."""
-    decision = from_agent_plan(document)
-    if current.status.plan is None:  # accepted, then a restart before the status write
-        decision = Decision(
-            decision.phase,
-            decision.reason,
-            decision.message,
-            {**plan_fields(document), **decision.updates},
-        )
-    await current.decide(decision)
-    if decision.phase is Phase.COMPLETED and job_body is not None:
-        spec = current.obj.get("spec") or {}
-        await record_on_job(
-            current.ctx,
-            current.name,
-            status=current.status,
-            spec=spec,
-            job_body=job_body,
-            document=document,
-        )
 
 
 async def _wake_next(ctx: OperatorContext, namespace: str, job: str, finished: str) -> None:

@@ -38,7 +38,7 @@ import pytest
 from kubernetes import client, watch
 
 from swivel.api.phases import FINAL_PHASES
-from swivel.operator import main, reconfiguration_following
+from swivel.operator import main, reconfigurations
 from tests.integration.operator.conftest import Harness
 from tests.polling import wait_for
 
@@ -94,7 +94,7 @@ def abrupt(monkeypatch: pytest.MonkeyPatch) -> None:
     resp. `CANCELLATION_BACKOFF_S`, to finish)."""
     real = main.settings
     # Followers between steps exit at once; one in a step is cancelled 0.1 s later.
-    monkeypatch.setattr(reconfiguration_following, "CANCELLATION_BACKOFF_S", 0.1)
+    monkeypatch.setattr(reconfigurations, "CANCELLATION_BACKOFF_S", 0.1)
 
     def settings(**options: Any) -> Any:
         configured = real(**options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from swivel.operator.reconfigurations import PLAN_WAIT_S
+from swivel.operator.reconfiguration_steps import PLAN_WAIT_S
 from tests.integration.operator.conftest import Harness
 
 

@@ -14,7 +14,7 @@ from swivel.jobs.agent.app import create_app
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
 from swivel.operator.agents import ClientAgentLink, JobAddress
-from swivel.operator.reconfigurations import idempotency_key
+from swivel.operator.reconfiguration_steps import idempotency_key
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "unit-token"
