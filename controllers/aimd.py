@@ -22,7 +22,7 @@ gently). `adjust` is that rule, once, for both of Swivel's uses:
   takes over again once nothing is pending.
 - **The operator's `aimd` policy on the loads interval** (`AimdConfig`, `AimdState`,
   `step`): seconds between two load measurements of the driver. That is a period, not a
-  group of batches: it changes no per-batch work (docs/migration.md, "What is Drizzle").
+  group of batches: it changes no per-batch work (docs/benchmarks.md, "Drizzle").
 
 Everything is pure: a measurement and the previous state go in, the next state comes
 out. Measuring time is the caller's job (`overhead` only divides).

@@ -2,8 +2,8 @@
 
 Drizzle (SOSP 2017, §3) schedules a group of micro-batches at once and coordinates only at
 group boundaries, with the group size tuned by AIMD within an overhead bound. Grouping
-Spark's *tasks* needs Spark's scheduler and cannot be done from PySpark (docs/migration.md,
-"What is Drizzle"). What Swivel groups is the coordination it adds itself to every
+Spark's *tasks* needs Spark's scheduler and cannot be done from PySpark (docs/benchmarks.md,
+"Drizzle"). What Swivel groups is the coordination it adds itself to every
 micro-batch on the driver; g is tuned with Drizzle's AIMD (`swivel.controllers.aimd`).
 
 Every batch, always -- correctness needs it timely:

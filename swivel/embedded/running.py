@@ -32,6 +32,7 @@ class EmbeddedJob:
     workdir: Path
     spark: Any  # pyspark.sql.SparkSession (imported lazily: `swivel --help` stays fast)
     record_schedule: bool = False
+    groups: Any = None  # swivel.jobs.runtime.grouping.CoordinationGroups; None: every batch
     agent: LocalAgent | None = None
     runtime: Any = None  # swivel.jobs.runtime.driver.JobRuntime once started
     _env_before: dict[str, str | None] = field(default_factory=dict)
@@ -89,6 +90,7 @@ class EmbeddedJob:
                 ),
                 recording_dir=str(self.schedule_dir) if self.schedule_dir else None,
                 agent=AgentDriverChannel(self.agent.url, self.agent.driver_token),
+                groups=self.groups,
             )
             if self.schedule_dir is not None:
                 self.schedule_dir.mkdir(parents=True, exist_ok=True)

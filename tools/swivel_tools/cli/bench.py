@@ -77,3 +77,13 @@ def _add_migration_benchmarks() -> None:
 
 
 _add_migration_benchmarks()
+
+
+def _add_coordination_benchmark() -> None:
+    # `swivel bench coordination` (Swivel's per-batch coordination grouped, issue 13).
+    from swivel_tools.cli.bench_coordination import coordination
+
+    command.add_command(coordination)
+
+
+_add_coordination_benchmark()
