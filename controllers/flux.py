@@ -10,11 +10,14 @@ store reader.
 Everything here is pure: a round's statistics go in, a `RoundDecision` comes out -- the
 moves, the target assignment (bin -> executor) that the migration planner turns into
 steps, and for every pair of executors the reason it did or did not move a bin -- so a
-round can be printed, diffed and tested without a cluster. The clock that times move
-phases belongs to the caller; `next_collection_s` only does the damping arithmetic.
+round can be printed, diffed and tested without a cluster. When a round happens is
+`RoundSchedule` (`flux_phases`): the collection phase since the last move phase ended,
+the timed move phase and Flux's damping, on a clock the caller owns; the operator's
+policy timer and `swivel run --policy` both run it.
 
-Import everything from here. The round's data and the damping live in `flux_rounds`, the
-memory-constrained policy in `flux_memory`, the load-balancing policy in this module.
+Import everything from here. The round's data lives in `flux_rounds`, its timing in
+`flux_phases`, the memory-constrained policy in `flux_memory`, the load-balancing policy
+in this module.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from swivel.controllers.flux_memory import MemoryPolicy, memory_round
+from swivel.controllers.flux_phases import (
+    CollectionPolicy,
+    RoundSchedule,
+    next_collection_s,
+    validate_collection_policy,
+)
 from swivel.controllers.flux_rounds import (
     BinLoad,
     BinMove,
     BinRejection,
-    CollectionPolicy,
-    CollectionSchedule,
     ExecutorLoad,
     FluxInputError,
     PairDecision,
@@ -38,8 +45,6 @@ from swivel.controllers.flux_rounds import (
     Site,
     decide_round,
     index_sites,
-    next_collection_s,
-    validate_collection_policy,
 )
 
 __all__ = [
@@ -47,7 +52,6 @@ __all__ = [
     "BinMove",
     "BinRejection",
     "CollectionPolicy",
-    "CollectionSchedule",
     "ExecutorLoad",
     "FluxInputError",
     "LoadBalancePolicy",
@@ -55,6 +59,7 @@ __all__ = [
     "PairDecision",
     "PairOutcome",
     "RoundDecision",
+    "RoundSchedule",
     "balance_round",
     "memory_round",
     "next_collection_s",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from swivel.controllers.flux_phases import validate_collection_policy
 from swivel.controllers.flux_rounds import (
     BinLoad,
     BinRejection,
@@ -21,7 +22,6 @@ from swivel.controllers.flux_rounds import (
     Site,
     decide_round,
     index_sites,
-    validate_collection_policy,
 )
 
 

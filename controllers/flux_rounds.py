@@ -3,8 +3,8 @@
 A round's statistics go in (`ExecutorLoad`, `BinLoad`), a `RoundDecision` comes out: the
 moves, the target assignment (bin -> executor) that the migration planner turns into
 steps, and for every pair of executors the reason it did or did not move a bin -- so a
-round can be printed, diffed and tested without a cluster. The collection-phase damping
-lives here too because both policies proceed in the same rounds.
+round can be printed, diffed and tested without a cluster. When rounds happen -- the
+collection phase, the move phase and Flux's damping -- is `flux_phases`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from swivel.controllers.errors import PlanningError
 
@@ -113,50 +113,6 @@ class RoundDecision:
     @property
     def moved(self) -> bool:
         return bool(self.moves)
-
-
-class CollectionPolicy(Protocol):
-    @property
-    def min_collection_s(self) -> float: ...
-
-    @property
-    def initial_collection_s(self) -> float: ...
-
-
-def validate_collection_policy(policy: CollectionPolicy) -> None:
-    if not policy.min_collection_s > 0:
-        raise ValueError("min_collection_s must be positive")
-    if not policy.initial_collection_s >= policy.min_collection_s:
-        raise ValueError("initial_collection_s must be at least min_collection_s")
-
-
-def next_collection_s(
-    last_move_phase_s: float,
-    moved: bool,
-    previous_collection_s: float,
-    policy: CollectionPolicy,
-) -> float:
-    """Flux's damping: collect for as long as the last move phase took, so at most half
-    of the time goes to moving state even when moves are poor; after a round that moved
-    nothing, halve the previous phase to look again sooner; never below the minimum."""
-    proposed = last_move_phase_s if moved else previous_collection_s / 2
-    return max(policy.min_collection_s, proposed)
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionSchedule:
-    """The collection-phase length carried from round to round."""
-
-    collection_s: float
-
-    @classmethod
-    def start(cls, policy: CollectionPolicy) -> CollectionSchedule:
-        return cls(max(policy.min_collection_s, policy.initial_collection_s))
-
-    def after_round(
-        self, move_phase_s: float, moved: bool, policy: CollectionPolicy
-    ) -> CollectionSchedule:
-        return CollectionSchedule(next_collection_s(move_phase_s, moved, self.collection_s, policy))
 
 
 @dataclass(frozen=True, slots=True)

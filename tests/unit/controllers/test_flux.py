@@ -1,4 +1,4 @@
-"""Flux's load-balancing and memory-constrained rounds, and the collection-phase damping."""
+"""Flux's load-balancing and memory-constrained rounds (their timing: test_flux_phases.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from swivel.controllers.flux import (
     BinLoad,
     BinMove,
     BinRejection,
-    CollectionSchedule,
     ExecutorLoad,
     FluxInputError,
     LoadBalancePolicy,
@@ -22,7 +21,6 @@ from swivel.controllers.flux import (
     RoundDecision,
     balance_round,
     memory_round,
-    next_collection_s,
 )
 
 WINDOW_S = 10.0
@@ -192,27 +190,6 @@ def test_invalid_policies_are_refused() -> None:
         LoadBalancePolicy(min_collection_s=10, initial_collection_s=5)
     with pytest.raises(ValueError, match="receive_up_to_fill"):
         MemoryPolicy(shed_above_fill=0.8, receive_up_to_fill=0.9)
-
-
-# --- damping ------------------------------------------------------------------------------
-
-
-def test_collection_phase_follows_the_move_phase_and_halves_when_idle() -> None:
-    policy = LoadBalancePolicy(min_collection_s=2.0, initial_collection_s=8.0)
-    rounds = [(5.0, True), (0.0, False), (0.0, False), (0.0, False), (1.0, True), (12.0, True)]
-    schedule = CollectionSchedule.start(policy)
-    lengths = [schedule.collection_s]
-    for move_phase_s, moved in rounds:
-        schedule = schedule.after_round(move_phase_s, moved, policy)
-        lengths.append(schedule.collection_s)
-    assert lengths == [8.0, 5.0, 2.5, 2.0, 2.0, 2.0, 12.0]
-
-
-def test_next_collection_is_never_below_the_minimum() -> None:
-    policy = LoadBalancePolicy(min_collection_s=30.0)
-    assert next_collection_s(0.2, True, 100.0, policy) == 30.0
-    assert next_collection_s(0.0, False, 40.0, policy) == 30.0
-    assert next_collection_s(45.0, True, 30.0, policy) == 45.0
 
 
 # --- memory-constrained policy ------------------------------------------------------------
