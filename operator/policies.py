@@ -1,21 +1,33 @@
 """Policies from `spec.policies` as a kopf timer: every automatic change is an object.
 
-One timer per StreamJob ticks every few seconds; each enabled policy runs when its own
-`intervalSeconds` has passed (kopf timer intervals are fixed at registration, a policy's is
-in the spec). A policy reads the driver's latest load measurement from the agent
-(`GET /v1/loads` through `AgentLink.loads`), calls the pure decision in
-`swivel.controllers` (Flux `balance_round` / `memory_round`, Drizzle `aimd.step`) and, when
-it decides to change something, creates a Reconfiguration labelled
-`swivel.dev/automatic=true` and `swivel.dev/policy=<name>`, owned by the job, with the
-measured inputs in the annotation `swivel.dev/policy-inputs`: bin `moves` for rebalance and
-memory, `coordination.intervalSeconds` for AIMD (only when the interval changes by more
-than `AIMD_CHANGE_THRESHOLD`, and once per measurement). Nothing is created while another
+One timer per StreamJob ticks every few seconds. The Flux policies (rebalance, memory)
+proceed in Flux's rounds (§5.3; `swivel.controllers.flux_phases`): a collection phase,
+then a round that moves bins only when the imbalance passes the policy's threshold, then
+the move phase -- the Reconfiguration the round created -- timed until it finishes. The
+next collection phase is damped (as long as the move phase took, halved after a round
+that moved nothing, never below `intervalSeconds`); kopf timer intervals are fixed at
+registration, so the timer skips every tick before a policy's deadline, which is kept in
+the job's status (`status.policyRounds`, operator/policy_rounds.py) and survives a
+restart. AIMD acts once per new measurement; the driver's coordination interval paces it.
+
+A policy reads the driver's latest load measurement from the agent (`GET /v1/loads`
+through `AgentLink.loads`): the statistics since the last move phase ended (the driver
+restarts its collection when bins have moved; loads the agent received before the move
+phase ended are not used). It calls the pure decision in `swivel.controllers` (Flux
+`balance_round` / `memory_round`, Drizzle `aimd.step`) and, when it decides to change
+something, creates a Reconfiguration labelled `swivel.dev/automatic=true` and
+`swivel.dev/policy=<name>`, owned by the job, with the measured inputs in the annotation
+`swivel.dev/policy-inputs`: bin `moves` for rebalance and memory,
+`coordination.intervalSeconds` for AIMD (only when the interval changes by more than
+`AIMD_CHANGE_THRESHOLD`, and once per measurement). Nothing is created while another
 reconfiguration of the job is unfinished, so a policy never piles up work behind itself.
 
 A policy that cannot act says why, once per cause, as an Event on the job: `PolicyNoLoads`
 (the driver has not measured since it started or bins last moved), `PolicyStaleLoads`,
-`PolicyAgentUnreachable`, `PolicyWaiting` (another reconfiguration in flight), and
-`PolicyNoMove` / `AimdHold` when it looked and decided to leave things as they are.
+`PolicyAgentUnreachable`, `PolicyWaiting` (another reconfiguration in flight),
+`PolicyCollecting` (the loads predate the last move phase's end), `PolicyDamped` (a move
+phase ended: how long the next collection phase is), and `PolicyNoMove` / `AimdHold` when
+it looked and decided to leave things as they are.
 
 This module is the timer's acting half (fetch loads, report, create); what a policy decides
 and the object it creates are pure functions in operator/policy_decisions.py.
@@ -35,6 +47,7 @@ from swivel.api.phases import FINAL_PHASES
 from swivel.api.reconfiguration import CoordinationSpec
 from swivel.api.streamjob import StreamJob
 from swivel.controllers import aimd
+from swivel.controllers.flux import RoundSchedule
 from swivel.operator import events, metrics
 from swivel.operator.agents import AgentRejected, AgentUnreachable, Loads
 from swivel.operator.clusters import ApiFailure
@@ -46,6 +59,7 @@ from swivel.operator.policy_decisions import (
     automatic_reconfiguration,
     decide_memory,
     decide_rebalance,
+    flux_policy,
     interval_change_due,
     measured_inputs,
     moves_of,
@@ -53,6 +67,7 @@ from swivel.operator.policy_decisions import (
     round_inputs,
     stale_after_s,
 )
+from swivel.operator.policy_rounds import FLUX_POLICIES, advanced, epoch, keep, received_at
 
 
 class _Status:
@@ -152,21 +167,17 @@ async def run_policies(ctx: OperatorContext, body: Mapping[str, Any], memo: Any)
     owner = owner_of(body)
     now = ctx.clock()
     status = _Status(body, memo)
-    last: dict[str, datetime] = (
-        memo.setdefault("policy_runs", {}) if isinstance(memo, MutableMapping) else {}
-    )
-    intervals = {
-        "memory": float(policies.memory.interval_seconds),
-        "rebalance": float(policies.rebalance.interval_seconds),
-        "aimd": 0.0,  # once per new measurement (below): the driver's interval paces it
-    }
-    due = [
-        name
-        for name, on in enabled.items()
-        if on and (name not in last or (now - last[name]).total_seconds() >= intervals[name])
-    ]
+    schedules: dict[str, RoundSchedule] = {}
+    for name in FLUX_POLICIES:
+        if enabled[name]:
+            schedule, ended = await advanced(ctx, body, job, owner, name, now=now)
+            if ended:
+                _damped(status, name, schedule)
+            if schedule.due(epoch(now)):
+                schedules[name] = schedule
+    due = [*schedules, *(["aimd"] if enabled["aimd"] else [])]
     if not due:
-        return []
+        return []  # every Flux policy is collecting until its damped deadline
     loads = await _usable_loads(ctx, job, owner, status)
     if loads is None:
         return []
@@ -178,8 +189,10 @@ async def run_policies(ctx: OperatorContext, body: Mapping[str, Any], memo: Any)
         if name == "aimd":
             recon = _aimd(job, owner, loads, memo, now=now, status=status)
         else:
-            recon = _flux(name, job, owner, loads, now=now, status=status)
-        last[name] = now
+            recon = await _flux_round(
+                ctx, body, loads, job=job, owner=owner, name=name,
+                schedule=schedules[name], status=status,
+            )  # fmt: skip
         metrics.RECONCILES.labels("streamjob", f"policy-{name}").inc()
         if recon is None:
             continue
@@ -189,11 +202,51 @@ async def run_policies(ctx: OperatorContext, body: Mapping[str, Any], memo: Any)
             if failure.status != 409:
                 raise
             continue
+        recon_name = recon["metadata"]["name"]
         if name == "aimd":
             _memo_set(memo, "aimd_requested", recon["spec"]["coordination"]["intervalSeconds"])
-        created.append(recon["metadata"]["name"])
-        events.emit(body, "PolicyReconfiguration", f"{name}: {recon['metadata']['name']}")
+        else:  # its move phase: timed from now until the Reconfiguration finishes
+            await keep(ctx, body, name, schedules[name].move_started(epoch(now)), recon_name)
+        created.append(recon_name)
+        events.emit(body, "PolicyReconfiguration", f"{name}: {recon_name}")
     return created
+
+
+def _damped(status: _Status, name: str, schedule: RoundSchedule) -> None:
+    status.acted(name)
+    status.report(
+        name,
+        "PolicyDamped",
+        f"{name}: the move phase took {schedule.last_move_phase_s or 0.0:.1f}s; "
+        f"next round after a collection phase of {schedule.collection_s:.1f}s",
+    )
+
+
+async def _flux_round(
+    ctx: OperatorContext,
+    body: Mapping[str, Any],
+    loads: Loads,
+    *,
+    job: StreamJob,
+    owner: Owner,
+    name: str,
+    schedule: RoundSchedule,
+    status: _Status,
+) -> dict[str, Any] | None:
+    """One Flux round at its deadline: on statistics of this collection phase only; a
+    round that moves nothing shortens the next collection phase (damping)."""
+    now = ctx.clock()
+    if not schedule.covers(received_at(now, loads.age_seconds)):
+        status.report(
+            name,
+            "PolicyCollecting",
+            f"{name} waits: the latest loads predate the end of the last move phase",
+        )
+        return None
+    recon = _flux(name, job, owner, loads, now=now, status=status)
+    if recon is None:
+        await keep(ctx, body, name, schedule.without_moves(epoch(now), flux_policy(job, name)))
+    return recon
 
 
 def _flux(

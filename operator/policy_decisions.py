@@ -50,26 +50,38 @@ AIMD_CHANGE_THRESHOLD = 0.2
 STALE_LOADS_S = 120.0
 
 
-def decide_rebalance(job: StreamJob, loads: Loads) -> RoundDecision:
-    spec = job.spec.policies.rebalance
-    policy = LoadBalancePolicy(
+def flux_policy(job: StreamJob, name: str) -> LoadBalancePolicy | MemoryPolicy:
+    """The Flux policy (`memory` or `rebalance`) the spec describes; `intervalSeconds` is
+    its minimum (and first) collection phase, Flux's Δmin."""
+    policies = job.spec.policies
+    if name == "memory":
+        fill = policies.memory.limit_fraction
+        interval = float(policies.memory.interval_seconds)
+        return MemoryPolicy(
+            shed_above_fill=fill,
+            receive_up_to_fill=fill * 0.9,
+            min_collection_s=interval,
+            initial_collection_s=interval,
+        )
+    spec = policies.rebalance
+    interval = float(spec.interval_seconds)
+    return LoadBalancePolicy(
         imbalance_threshold=spec.imbalance_threshold,
         receiver_max_utilisation=max(spec.receiver_max_utilisation, 1e-9),
-        min_collection_s=float(spec.interval_seconds),
-        initial_collection_s=float(spec.interval_seconds),
+        min_collection_s=interval,
+        initial_collection_s=interval,
     )
+
+
+def decide_rebalance(job: StreamJob, loads: Loads) -> RoundDecision:
+    policy = flux_policy(job, "rebalance")
+    assert isinstance(policy, LoadBalancePolicy)
     return balance_round(_executors(job, loads), _bins(loads), loads.assignment, policy)
 
 
 def decide_memory(job: StreamJob, loads: Loads) -> RoundDecision:
-    spec = job.spec.policies.memory
-    fill = spec.limit_fraction
-    policy = MemoryPolicy(
-        shed_above_fill=fill,
-        receive_up_to_fill=fill * 0.9,
-        min_collection_s=float(spec.interval_seconds),
-        initial_collection_s=float(spec.interval_seconds),
-    )
+    policy = flux_policy(job, "memory")
+    assert isinstance(policy, MemoryPolicy)
     return memory_round(_executors(job, loads), _bins(loads), loads.assignment, policy)
 
 

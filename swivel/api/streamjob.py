@@ -117,7 +117,12 @@ class RebalancePolicySpec(ApiModel):
     """Flux's load-balancing rounds (utilisation pairing, thresholds, damping)."""
 
     enabled: bool = False
-    interval_seconds: int = Field(default=60, ge=5, le=86_400)
+    interval_seconds: int = Field(
+        default=60,
+        ge=5,
+        le=86_400,
+        description="Flux's minimum (and first) collection phase; damping may lengthen it.",
+    )
     imbalance_threshold: float = Field(default=1.5, ge=1.0, le=100.0)
     receiver_max_utilisation: float = Field(default=0.8, ge=0.0, le=1.0)
 
@@ -126,7 +131,12 @@ class MemoryPolicySpec(ApiModel):
     """Flux's memory-constrained policy: keep each executor's state under a limit."""
 
     enabled: bool = False
-    interval_seconds: int = Field(default=60, ge=5, le=86_400)
+    interval_seconds: int = Field(
+        default=60,
+        ge=5,
+        le=86_400,
+        description="Flux's minimum (and first) collection phase; damping may lengthen it.",
+    )
     limit_fraction: float = Field(default=0.7, gt=0.0, le=1.0, description="Of executor memory.")
 
 
@@ -207,6 +217,25 @@ class LastReconfiguration(ApiModel):
     completed_at: datetime | None = None
 
 
+class PolicyRound(ApiModel):
+    """A Flux policy's rounds, kept so a restarted operator keeps the damped deadline."""
+
+    collection_seconds: float = Field(
+        gt=0, description="Flux's collection phase: the last move phase's length, >= the minimum."
+    )
+    collecting_since: datetime = Field(
+        description="When the last move phase ended: statistics count from here."
+    )
+    next_round_at: datetime | None = Field(
+        default=None, description="The damped deadline; unset while a move phase runs."
+    )
+    move_phase_started_at: datetime | None = None
+    last_move_phase_seconds: float | None = Field(default=None, ge=0)
+    reconfiguration: str | None = Field(
+        default=None, description="The Reconfiguration of the move phase under way."
+    )
+
+
 class StreamJobStatus(ApiModel):
     phase: JobPhase = JobPhase.PENDING
     observed_generation: int | None = Field(default=None, ge=0)
@@ -217,6 +246,9 @@ class StreamJobStatus(ApiModel):
     operators: list[LiveOperatorConfig] = Field(default_factory=list)
     executors: int | None = Field(default=None, ge=0)
     bins_per_executor: dict[str, int] = Field(default_factory=dict)
+    policy_rounds: dict[str, PolicyRound] = Field(
+        default_factory=dict, description="Flux's rounds per policy (rebalance, memory)."
+    )
     last_reconfiguration: LastReconfiguration | None = None
     message: str | None = None
 
