@@ -6,7 +6,7 @@ coordination interval, and posts them (`POST /v1/driver/loads`); the agent keeps
 latest document, serves it at `GET /v1/loads` (with its age) and as gauges in `/metrics`.
 The operator's policy timers read `GET /v1/loads` (`ClientAgentLink.loads`).
 
-The document is `swivel.api.loads.LoadMeasurement`; `parse_loads` refuses a body that is
+The document is `swivel.protocol.loads.LoadMeasurement`; `parse_loads` refuses a body that is
 not one, naming each bad field (400), before anything is kept.
 """
 

@@ -26,12 +26,19 @@ class Ack(Document):
     """'Worker `pid` switched `operator` to function `version` under `configVersion`.'"""
 
     pid: WorkerId
+    """The acking worker's own id (POST /v1/control/workers); its secret in
+    Swivel-Worker-Secret."""
     operator: Annotated[str, Field(min_length=1, max_length=253)]
-    version: Long  # the operator's function version
-    config_version: Long | None = None  # a head that is no target switches by this
+    version: Long
+    """The operator's function version."""
+    config_version: Long | None = None
+    """The configuration version it ran under (how a Fries head that is no target
+    switches)."""
     partition: Long | None = None
-    batch_id: Long | None = None  # the micro-batch that ran it (processed)
-    # When it switched, worker clock: the check that chose the version, or the receipt;
-    # the agent's arrival time when left out.
+    batch_id: Long | None = None
+    """The micro-batch that ran it (processed); at most 8 beyond the driver's last report."""
     at: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    """When it switched, worker clock: the check that chose the version, or the receipt;
+    the agent's arrival time when left out."""
     kind: Annotated[AckKind, Field(strict=False)] = AckKind.PROCESSED  # from its value
+    """processed: records ran under the version; armed: switched on receipt."""

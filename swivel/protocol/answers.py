@@ -55,7 +55,9 @@ class WorkerIdentity(Document):
     secret every later call naming that id presents (Swivel-Worker-Secret)."""
 
     pid: WorkerId
+    """The worker id it got: the one it proposed unless that was taken."""
     secret: str
+    """Known only to this worker and the agent; sent as Swivel-Worker-Secret."""
 
 
 class ActionMarked(Document):

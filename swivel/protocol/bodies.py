@@ -18,17 +18,25 @@ class SubmissionBody(Document):
 
     name: Name
     spec: Any = None
-    scheduler_override: Literal["naive"] | None = None  # benchmark only
-    requested_at: Seconds | None = None  # epoch seconds, the submitter's clock
+    """The Reconfiguration spec (wire form, camelCase)."""
+    scheduler_override: Literal["naive"] | None = None
+    """Benchmarks only: the naive baseline."""
+    requested_at: Seconds | None = None
+    """Epoch seconds when the user asked (the submitter's clock): delays count from it."""
     idempotency_key: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    """The submitter's key for this reconfiguration (the operator sends the
+    Reconfiguration's namespace/name/uid): a submission with the key of an earlier one gets
+    that plan back (200) instead of a new plan or a 409, across agent restarts."""
 
 
 class ProgressReport(Document):
     """`POST /v1/driver/progress`: a micro-batch started or completed."""
 
     batch_id: Long
+    """At most 1 000 000 beyond the last one reported (422)."""
     event: Literal["started", "completed"]
     at: Seconds | None = None
+    """Epoch seconds, the driver's clock."""
     duration_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     num_input_rows: Long | None = None
     query_id: Text | None = None

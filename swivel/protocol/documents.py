@@ -14,7 +14,7 @@ import json
 import math
 from typing import Annotated, Any, Self
 
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from swivel.api.base import WireDocument
 from swivel.api.errors import FieldProblem, problems_from
@@ -123,7 +123,10 @@ def query_seconds(raw: str | None, name: str, default: float, upper: float) -> f
 
 class Document(WireDocument):
     """A document that crosses a process boundary: one model reads it (`parse`, refusing a
-    bad one as `BodyRejected`) and writes it (`to_wire`), so both sides agree by type."""
+    bad one as `BodyRejected`) and writes it (`to_wire`), so both sides agree by type. A
+    string under a field is its description in the agent's OpenAPI document."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     @classmethod
     def parse(cls, body: Any, prefix: str = "") -> Self:

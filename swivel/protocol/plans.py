@@ -68,11 +68,16 @@ class PlanDocument(Document):
     config_version: int
     plan: dict[str, Any] = Field(description="What `swivel plan --output json` prints.")
     timings: PlanTimings
-    delay_ms: float | None = None  # the request -> in effect (swivel.jobs.agent.timings)
-    armed_ms: float | None = None  # the request -> the last worker holds the new version
-    propagation_ms: float | None = None  # the request -> every target ran new records
+    delay_ms: float | None = None
+    """The request to the new version in effect (swivel.jobs.agent.timings); null until
+    Completed."""
+    armed_ms: float | None = None
+    """The request to the last worker hosting a target or head holding the new version."""
+    propagation_ms: float | None = None
+    """The request to every target having run records under its new version."""
     progress: PlanProgress
     message: str = ""
     migration: dict[str, Any] | None = None  # the driver's last bin-migration report
     coordination: dict[str, Any] | None = None  # the driver's confirmation of the interval
     revision: int = 0
+    """Differs whenever the document does (opaque, not a count)."""

@@ -78,7 +78,9 @@ class Snapshot(Document):
     """
 
     config_version: int
+    """Grows only with accepted reconfigurations."""
     revision: int = 0
+    """Grows with every publication; a worker long-polls with the one it holds."""
     operators: Mapping[str, OperatorConfig]
     transition: Transition | None = None
     pinned_batches: Mapping[KeyInt, int] = Field(default_factory=dict)
