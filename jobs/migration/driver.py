@@ -12,17 +12,22 @@ the agent's driver channel receives `move-bins` / `request-executors` / `kill-ex
 Listener boundaries arrive just after a batch ends; with a processing-time trigger the next
 batch has usually not been scheduled yet, otherwise a move lands one batch late (or the
 verifier sees it run elsewhere and re-points it). A `foreachBatch` sink should call
-`BinMover.wrap` instead, which is exact.
+`BinMover.wrap` instead, which is exact. Given the runtime's `groups`, the boundary hook
+runs at its coordination points only, and at every batch while a migration is queued or
+running (swivel.jobs.runtime.grouping).
 
-Loads for the policies: after batches, at most once per *coordination interval* (Drizzle's:
-seconds between two load measurements, apart from the trigger interval), a third thread
-measures the last batches (`metrics.measure`: per-bin records and state, per-executor busy
-time and memory) and posts them to `POST /v1/driver/loads`, with the time spent
-coordinating (measuring, boundary hooks) and processing (batch durations) since the last
-report, which the operator's AIMD timer turns into the next interval. Never while a
-migration runs (its placement is in motion). A `set-coordination` action (an accepted
-Reconfiguration with `coordination.intervalSeconds`) changes the interval; the driver
-confirms it with `POST /v1/driver/coordination`.
+Loads for the policies: after batches, at most once per *coordination interval* (seconds
+between two load measurements, apart from the trigger interval: a period, not Drizzle's
+group of batches; docs/benchmarks.md, "Drizzle"), a third thread measures
+the batches completed since its last measurement (`metrics.measure`: per-bin records and
+state, per-executor busy time and memory), adds them to Flux's collection phase
+(`collection.CollectionPhase`: every batch since the last move phase ended) and posts that
+to `POST /v1/driver/loads`, with the time spent coordinating (measuring, boundary hooks)
+and processing (batch durations) since the last report, which the operator's AIMD timer
+turns into the next interval. Never while a migration runs (its placement is in motion).
+A `set-coordination` action (an accepted Reconfiguration with
+`coordination.intervalSeconds`) changes the interval; the driver confirms it with
+`POST /v1/driver/coordination`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION
 from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.jobs.migration.actions import MigrationActions
+from swivel.jobs.migration.collection import CollectionPhase
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import (
     LoadSnapshot,
@@ -43,6 +49,8 @@ from swivel.jobs.migration.metrics import (
     loads_document,
     measure,
 )
+from swivel.jobs.migration.state_memory import OperatorRows
+from swivel.jobs.runtime.grouping import CoordinationGroups, timed
 from swivel.jobs.runtime.listening import ProgressListener
 
 DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
@@ -89,19 +97,19 @@ class MigrationDriver:
         *,
         checkpoint: str | None = None,
         coordination_interval_s: float = DEFAULT_COORDINATION_INTERVAL_S,
-        last_batches: int = 5,
         memory_limit_bytes: int | None = None,
         measure_loads: Measure = measure,
         state_rows_every_s: float = STATE_ROWS_EVERY_S,
+        groups: CoordinationGroups | None = None,  # the runtime's (its docstring)
     ) -> None:
         self.spark = spark
+        self.groups = groups
         self.query = query
         self.agent = agent
         self.mover = mover or BinMover(spark, bins)
         self.actions = MigrationActions(self.mover, self._report)
         self.checkpoint = checkpoint  # with it, loads include state rows/bytes per bin
         self.coordination_interval_s = coordination_interval_s
-        self.last_batches = last_batches
         self.memory_limit_bytes = memory_limit_bytes
         self.latest_loads: dict[str, Any] | None = None
         self.latest_snapshot: LoadSnapshot | None = None  # shared with the policy loop
@@ -109,7 +117,10 @@ class MigrationDriver:
         self._measuring = threading.Lock()  # one measurement at a time (loop, policy)
         self._measure = measure_loads
         self.state_rows_every_s = state_rows_every_s
-        self._state_rows: dict[int, int] = {}  # the last state rows per bin read
+        self._state_rows: tuple[OperatorRows, ...] = ()  # the last state rows per bin read
+        # Flux's collection phase: loads cover the batches since the last move phase ended.
+        self.collection = CollectionPhase()
+        self._was_migrating = False  # at the last boundary: a migration may end between two
         self._state_rows_at: float | None = None  # monotonic
         self._listener: _Boundaries | None = None
         self._stopping = threading.Event()
@@ -123,6 +134,8 @@ class MigrationDriver:
     def start(self) -> MigrationDriver:
         self._listener = _Boundaries(self)
         self.spark.streams.addListener(self._listener)
+        if self.groups is not None:  # a queued or running migration: a boundary every batch
+            self.groups.when_pending(lambda: self.mover.migrating)
         if self.agent is not None:
             threading.Thread(
                 target=self._follow, daemon=True, name="swivel-migration-actions"
@@ -133,16 +146,34 @@ class MigrationDriver:
     def on_batch_completed(
         self, batch_id: int, run_id: str, duration_ms: float | None = None
     ) -> None:
+        """The boundary hook, at coordination points only when the runtime groups them
+        (swivel.jobs.runtime.grouping): the mover's boundary every batch while it migrates."""
+        with timed(self.groups):
+            groups = self.groups
+            if groups is not None and not self.mover.migrating and not groups.is_point(batch_id):
+                with self._lock:
+                    self._processing_s += (duration_ms or 0.0) / 1000.0
+                return
+            self._on_boundary(batch_id, run_id, duration_ms)
+
+    def _on_boundary(self, batch_id: int, run_id: str, duration_ms: float | None) -> None:
         query = self.query()
         if query is None or str(query.runId) != run_id:
             return
         started = time.monotonic()
         if self.mover.query is not query:
             self.mover.attach(query)  # first batch, or the runtime restarted the query
-        moving = self._migrating()
+            self.collection.restart(batch_id)
+        moving = self._migrating() or self._was_migrating
         self.mover.boundary(batch_id)
         if moving or self._migrating():
             self._snapshot_taken = None  # measured on a placement that is changing
+        if moving and not self._migrating():
+            # Bins moved: the agent plans the next migration from the placement the loads
+            # report, so measure (and report) it after this batch, not an interval later.
+            self._last_measured = None
+            self.collection.restart(batch_id + 1)  # the first batch wholly on the new placement
+        self._was_migrating = self._migrating()
         with self._lock:
             self._coordination_s += time.monotonic() - started
             self._processing_s += (duration_ms or 0.0) / 1000.0
@@ -153,7 +184,7 @@ class MigrationDriver:
     def _follow(self) -> None:
         """From seq 0: the agent hands out only actions not yet done (docs/control-protocol.md,
         "Driver channel"), so a restarted driver resumes exactly what is left: the migration
-        action of a plan still Applying (once; `handle` re-plans it against the current
+        action of a plan still Applying (once; `handle` carries its plan on from the current
         placement), nothing of a plan whose migration was reported Completed or Failed."""
         assert self.agent is not None  # started only with a channel (`start`)
         seq = 0
@@ -170,9 +201,10 @@ class MigrationDriver:
     def handle(self, action: dict[str, Any]) -> bool:
         """Carry out one driver action (False: not one of ours, e.g. `restart`).
 
-        `move-bins` is re-planned against the mover's current assignment (bins already where
-        the action wants them stay; a resumed half-done move carries out the remaining
-        steps) and is done when its Completed/Failed report reaches the agent;
+        `move-bins` / `request-executors` carry out the plan in the action as given (a
+        resumed half-done plan goes on after the steps the placement already reflects; a
+        placement the plan does not pass through fails it, nothing moved) and are done when
+        their Completed/Failed report reaches the agent;
         `kill-executors` has no report, so the driver marks it done itself."""
         kind = action.get("action")
         if kind == COORDINATION_ACTION:
@@ -188,7 +220,7 @@ class MigrationDriver:
             return True
         if kind in ("move-bins", "request-executors") and self.mover.query is None:
             # A restarted driver gets the action of a plan still Applying before its first
-            # batch: the mover can plan only once it knows the query (its placement).
+            # batch: the mover can check the plan only once it knows the query (its placement).
             threading.Thread(
                 target=self._when_attached, args=(action,), daemon=True, name="swivel-migration"
             ).start()
@@ -268,7 +300,8 @@ class MigrationDriver:
             return self.latest_snapshot
 
     def measure_loads(self) -> dict[str, Any] | None:
-        """Measure the last batches and post them (None: no batch yet, or bins in motion)."""
+        """Measure the new batches and post the collection phase so far (None: no batch of
+        it yet, or bins in motion)."""
         with self._measuring:
             return self._measure_now()
 
@@ -277,7 +310,9 @@ class MigrationDriver:
         if query is None or newest is None or self._migrating():
             return None
         started = time.monotonic()
-        batches = range(max(0, newest - self.last_batches + 1), newest + 1)
+        batches = self.collection.batches(newest)  # new since the last measurement
+        if not batches and self.collection.empty:  # none of this collection phase yet
+            return None
         read_state = self.checkpoint is not None and (
             self._state_rows_at is None or started - self._state_rows_at >= self.state_rows_every_s
         )
@@ -289,10 +324,14 @@ class MigrationDriver:
             checkpoint=self.checkpoint if read_state else None,
         )
         if read_state and snapshot.state_error is None:
-            self._state_rows = {b: s.state_rows for b, s in snapshot.bins.items()}
+            self._state_rows = snapshot.state_rows or ()
             self._state_rows_at = started
         elif self._state_rows:
             apply_state_rows(query, self._state_rows, snapshot)
+        collected = self.collection.add(snapshot)
+        if collected is None:  # no batch of this collection phase yet
+            return None
+        snapshot = collected
         finished = time.monotonic()
         with self._lock:
             coordination = self._coordination_s + (finished - started)

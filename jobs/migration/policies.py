@@ -2,22 +2,28 @@
 thread; the operator runs the same rounds as timers).
 
 - `rebalance`: one Flux load-balancing round (`controllers.flux.balance_round`) over the
-  busy time per executor and records per bin of the last batches.
+  busy time per executor and records per bin of the collection phase: every batch since
+  the last move phase ended.
 - `memory`: Flux's memory-constrained round (`controllers.flux.memory_round`), state bytes
   per executor against `memory_limit_bytes`.
 - `aimd`: Drizzle's AIMD (`controllers.aimd`) on the coordination interval: how many
   seconds pass between two policy rounds, grown when the time spent migrating is a large
   fraction of the batch time and shrunk when it is small.
 
-`run_round` is one round (measure -> decide -> migrate); `PolicyLoop` repeats it with Flux's
-damping (`next_collection_s`) or the AIMD interval. `swivel run --policy NAME` starts a
-`PolicyLoop` next to the job runtime (`start_policy_loop`).
+`run_round` is one round (measure -> decide -> migrate and time the move phase);
+`PolicyLoop` repeats it on Flux's `RoundSchedule` (`controllers.flux_phases`: the next
+collection phase as long as the last move phase, halved after a round that moved nothing,
+never below the minimum), the same schedule the operator's policy timer keeps in the
+StreamJob's status; `aimd` paces rounds by the AIMD interval instead. `swivel run --policy
+NAME` starts a `PolicyLoop` next to the job runtime (`start_policy_loop`).
 
 Beside a `MigrationDriver` (which measures loads for the agent every coordination interval)
 the loop does not measure on its own: its `loads` is the driver's `shared_snapshot`, so one
 measurement serves the loop and the agent's `/v1/loads` (the operator's policies). A round
-takes the driver's latest measurement if it was taken since the previous round, else has
-the driver measure (and post) now.
+takes the driver's latest measurement if it was taken within the collection phase's
+length, else has the driver measure (and post) now; either way it covers the driver's
+collection phase, which restarts when a migration ends. Without a driver the loop
+measures itself, from the first batch after its last move phase.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swivel.controllers import aimd
@@ -33,9 +39,9 @@ from swivel.controllers.flux import (
     LoadBalancePolicy,
     MemoryPolicy,
     RoundDecision,
+    RoundSchedule,
     balance_round,
     memory_round,
-    next_collection_s,
 )
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import LoadSnapshot, collect_loads, measure
@@ -78,6 +84,7 @@ def run_round(
     policy: str = "rebalance",
     *,
     last_batches: int = 5,
+    since_batch: int | None = None,
     checkpoint: str | None = None,
     memory_limit_bytes: int | None = None,
     strategy: str = "batched",
@@ -87,14 +94,16 @@ def run_round(
     wait_s: float = 300.0,
     snapshot: LoadSnapshot | None = None,
 ) -> RoundResult:
-    """Measure the last `last_batches` batches (or take `snapshot`, measured elsewhere),
-    decide one round, carry out its moves."""
+    """Measure the batches from `since_batch` on (the collection phase; without it the last
+    `last_batches`), or take `snapshot`, measured elsewhere; decide one round; carry out
+    its moves, timing the move phase."""
     if snapshot is None:
         query = mover.query
         if query is None or mover.last_boundary is None:
             raise RuntimeError("no batch has completed yet")
         newest = mover.last_boundary
-        batch_ids = range(max(0, newest - last_batches + 1), newest + 1)
+        first = max(0, newest - last_batches + 1) if since_batch is None else since_batch
+        batch_ids = range(first, newest + 1)
         snapshot = measure(mover.internals, query, mover.bins, batch_ids, checkpoint=checkpoint)
     executors, bins, assignment = collect_loads(snapshot, memory_limit_bytes)
     if policy == "memory":
@@ -119,8 +128,9 @@ Loads = Callable[[float], LoadSnapshot | None]
 class PolicyLoop:
     """Runs rounds in a daemon thread until `stop()`; `on_round` receives each result.
 
-    With `loads` (the MigrationDriver's `shared_snapshot`) a round decides on a measurement
-    at most one interval old instead of measuring itself."""
+    Rounds follow `schedule` (Flux's collection phase and damping, on `clock`). With
+    `loads` (the MigrationDriver's `shared_snapshot`) a round decides on a measurement at
+    most one collection phase old instead of measuring itself."""
 
     mover: BinMover
     policy: str = "rebalance"
@@ -128,17 +138,26 @@ class PolicyLoop:
     memory_limit_bytes: int | None = None
     on_round: Callable[[RoundResult], None] | None = None
     balance: LoadBalancePolicy = field(default_factory=LoadBalancePolicy)
+    memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     aimd_config: aimd.AimdConfig | None = None
     loads: Loads | None = None
+    clock: Callable[[], float] = time.monotonic
+    schedule: RoundSchedule | None = None
     rounds: list[RoundResult] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _aimd: aimd.AimdState | None = None
+    _since_batch: int | None = None  # measuring itself: the collection phase's first batch
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
         self._aimd = aimd.AimdState.start(self.aimd_config) if self.aimd_config else None
+
+    @property
+    def collection(self) -> LoadBalancePolicy | MemoryPolicy:
+        """The policy whose collection-phase lengths (Δmin, first Δ) the rounds follow."""
+        return self.memory if self.policy == "memory" else self.balance
 
     def start(self) -> PolicyLoop:
         self._thread = threading.Thread(target=self._run, daemon=True, name="swivel-policy")
@@ -149,39 +168,62 @@ class PolicyLoop:
         self._stop.set()
 
     def _run(self) -> None:
-        interval = self.balance.initial_collection_s
-        while not self._stop.wait(interval):
-            interval = self.round(interval)
+        while not self._stop.wait(self.wait_s()):
+            self.round()
 
-    def round(self, interval: float) -> float:
-        """One round after `interval` seconds; the seconds until the next one."""
+    def _schedule(self) -> RoundSchedule:
+        if self.schedule is None:
+            self.schedule = RoundSchedule.start(self.collection, self.clock())
+        return self.schedule
+
+    def wait_s(self) -> float:
+        """Seconds until the next round is due (the damped deadline)."""
+        return self._schedule().remaining_s(self.clock()) or 0.0
+
+    def round(self) -> float:
+        """One round now; the seconds until the next one."""
+        schedule = self._schedule()
+        started = self.clock()
         try:
             snapshot = None
             if self.loads is not None:
-                snapshot = self.loads(interval)
-                if snapshot is None:  # no batch yet, or bins in motion: try again later
-                    return interval
+                snapshot = self.loads(schedule.collection_s)
+                if snapshot is None:  # no batch yet, or bins in motion: collect on
+                    return self._later(schedule, started, schedule.collection_s)
             result = run_round(
                 self.mover,
                 "memory" if self.policy == "memory" else "rebalance",
+                since_batch=self._since_batch,
                 checkpoint=self.checkpoint,
                 memory_limit_bytes=self.memory_limit_bytes,
                 balance=self.balance,
+                memory=self.memory,
                 snapshot=snapshot,
             )
-        except Exception as error:  # a failed round is retried next interval
+        except Exception as error:  # a failed round is retried one collection phase later
             print(f"swivel: policy round failed: {error}")
-            return interval
+            return self._later(schedule, started, schedule.collection_s)
         self.rounds.append(result)
         if self.on_round is not None:
             self.on_round(result)
+        ended = self.clock()
+        moved = result.decision.moved
+        self.schedule = schedule.after_round(
+            moved, ended - result.move_phase_s, ended, self.collection
+        )
+        if moved and self.mover.last_boundary is not None:
+            self._since_batch = self.mover.last_boundary + 1
         state = self._aimd
         if self.policy == "aimd" and state is not None and self.aimd_config is not None:
             processing = result.snapshot.window_s
             measured = aimd.overhead(result.move_phase_s, processing)
             self._aimd = aimd.step(state, measured, self.aimd_config)
-            return float(self._aimd.interval_s)
-        return next_collection_s(result.move_phase_s, result.decision.moved, interval, self.balance)
+            return self._later(self.schedule, ended, float(self._aimd.interval_s))
+        return self.schedule.remaining_s(ended) or 0.0
+
+    def _later(self, schedule: RoundSchedule, now: float, seconds: float) -> float:
+        self.schedule = replace(schedule, round_at=now + seconds)
+        return seconds
 
 
 def start_policy_loop(

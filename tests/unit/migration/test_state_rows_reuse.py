@@ -8,13 +8,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from swivel.jobs.migration.driver import MigrationDriver
-from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot
+from swivel.jobs.migration.metrics import BinStats, ExecutorStats, LoadSnapshot, apply_state_rows
+from swivel.jobs.migration.state_memory import OperatorRows
 from tests.fakes_migration import FakeMover
 
 
 class _Query:
     runId = "run-1"  # noqa: N815 - Spark's name
-    lastProgress = {"stateOperators": [{"numRowsTotal": 40, "memoryUsedBytes": 4000}]}  # noqa: N815
+    lastProgress = {  # noqa: N815
+        "stateOperators": [
+            {"operatorName": "stateStoreSave", "numRowsTotal": 40, "memoryUsedBytes": 4000}
+        ]
+    }
 
 
 class _Measure:
@@ -30,9 +35,10 @@ class _Measure:
         snapshot = LoadSnapshot(list(batches), window_s=10.0)
         for b in range(bins):
             snapshot.bins[b] = BinStats(b, "0" if b < 2 else "1", records=10)
-            if options.get("checkpoint"):
-                snapshot.bins[b].state_rows = 10 * (b + 1)
         snapshot.executors = {e: ExecutorStats(e, busy_s=1.0, window_s=10.0) for e in "01"}
+        if options.get("checkpoint"):  # what metrics.measure does with a checkpoint
+            rows = (OperatorRows(0, "stateStoreSave", {b: 10 * (b + 1) for b in range(bins)}),)
+            apply_state_rows(query, rows, snapshot)
         return snapshot
 
 
