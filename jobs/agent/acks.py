@@ -22,7 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from swivel.api.errors import FieldProblem, problems_from
 from swivel.protocol.acks import Ack
 
-MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.client.MAX_QUEUED_ACKS`)
+MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.ack_sender.MAX_QUEUED_ACKS`)
 MAX_BATCH_LEAD = 8  # an ack's batch may be this far ahead of the driver's last report
 MAX_CLOCK_SKEW_S = 86_400.0  # an ack's `at` further from the agent's clock is garbage
 

@@ -10,8 +10,10 @@ short timeout, so a freshly forked worker never starts on a stale configuration;
 `refresh()`, which the wrappers call at the first check of every Spark task
 (`swivel.jobs.runtime.freshness`), asks the agent synchronously for anything newer: the
 long-poll may be broken or late, a read at a task's start is not (docs/runtime.md, "Tags").
+The acks' queue and their thread are `swivel.jobs.control.ack_sender`.
 
-Standard library only: every Python worker imports this module.
+Standard library and the protocol's snapshot model (`swivel.protocol.snapshots`) only: every
+Python worker imports this module, and its operator wrappers load pydantic anyway.
 
 Its credential is the workers' (`SWIVEL_AGENT_TOKEN` in an executor: the agent accepts it on
 the enrol, watch and acks routes only, docs/agent.md), plus a secret of this process's own
@@ -30,15 +32,14 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
+from swivel.jobs.control.ack_sender import MAX_BACKOFF_S, AckSender
 from swivel.jobs.control.arming import ARMED, PROCESSED, armed_version
 from swivel.jobs.control.connection import Connection, agent_tls_context
 from swivel.jobs.control.identity import WorkerIdentity, identity_problem, secret_headers
 from swivel.protocol.snapshots import Snapshot
 
 __all__ = ["ControlClient", "RefreshError", "agent_tls_context", "get_client", "working_on"]
-_Connection = Connection  # the name tests and older callers use
 
 ENV_URL = "SWIVEL_AGENT_URL"
 ENV_TOKEN = "SWIVEL_AGENT_TOKEN"
@@ -50,15 +51,6 @@ REFRESH_ATTEMPT_TIMEOUT_S = 1.0  # one synchronous GET /v1/control/watch?timeout
 # the task; a batch that still fails is replayed from the checkpoint, pinned): a worker must
 # not run a batch on a snapshot that may miss a transition another worker already ran.
 REFRESH_DEADLINE_S = float(os.environ.get("SWIVEL_REFRESH_DEADLINE_S", "10"))
-ACK_WINDOW_S = 0.002  # gather acks from the Arrow batches of one check before posting
-MAX_BACKOFF_S = 2.0
-MAX_QUEUED_ACKS = 10_000
-# The agent refused the acks as malformed (400), from this credential (401, 403), or as
-# untrue of the job (422): sent again they would be refused again, and hold back the acks
-# queued behind them. 409 (a batch the driver has not reported yet) and anything else are
-# retried; a 403 or 409 naming `pid` (the agent forgot this worker, or its id is another
-# process's) first enrols again (identity.py).
-DROPPED_ACK_STATUSES = frozenset({400, 401, 403, 413, 422})
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +81,8 @@ class ControlClient:
         self.received_at = 0.0  # clock() when the newest snapshot arrived (measurements)
         self._changed = threading.Condition()
         self._operators: set[str] = set()
-        self._acks: list[dict[str, Any]] = []
-        self._acked: set[tuple[str, int, int, str]] = set()
-        self._ack_ready = threading.Condition()
         self._stopped = threading.Event()
+        self._acks = AckSender(self._connect, self._identity, self._stopped, clock)
         self._threads: list[threading.Thread] = []
         self._watch_connection: Connection | None = None
         self._refresh_connection: Connection | None = None
@@ -130,39 +120,23 @@ class ControlClient:
         at: float | None = None,
     ) -> None:
         """Queue 'this process switched `operator` to `version`' (`kind`: arming.py, `at`:
-        when; now by default); duplicates are dropped."""
-        key = (operator, version, config_version, kind)
-        if key in self._acked:
-            return
+        when; now by default); duplicates are dropped (ack_sender.py)."""
         if operator not in self._operators:
             self._operators = self._operators | {operator}
-        entry = {  # the worker id is added when sent: it may change (identity.py)
-            "operator": operator,
-            "version": version,
-            "configVersion": config_version,
-            "partition": partition,
-            "batchId": batch_id,
-            "at": self._clock() if at is None else at,
-            "kind": kind,
-        }
-        with self._ack_ready:
-            self._acked.add(key)
-            if len(self._acks) < MAX_QUEUED_ACKS:
-                self._acks.append(entry)
-            self._ack_ready.notify()
+        self._acks.add(operator, version, config_version, partition, batch_id, kind, at)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self, first_fetch_timeout_s: float = FIRST_FETCH_TIMEOUT_S) -> None:
         """Fetch once synchronously (bounded), then run the watch and ack threads."""
-        connection = Connection(self.base_url, self._token, self._ca)
+        connection = self._connect()
         try:
             self._watch_once(connection, first_fetch_timeout_s, 0)
         except (OSError, http.client.HTTPException, ValueError) as error:
             log.debug("first snapshot fetch failed: %s", error)
         finally:
             connection.close()
-        for name, target in (("watch", self._watch_loop), ("acks", self._ack_loop)):
+        for name, target in (("watch", self._watch_loop), ("acks", self._acks.run)):
             thread = threading.Thread(target=target, name=f"swivel-control-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -172,8 +146,7 @@ class ControlClient:
         self._stopped.set()
         if self._watch_connection is not None:
             self._watch_connection.abort()
-        with self._ack_ready:
-            self._ack_ready.notify_all()
+        self._acks.wake()
         for thread in self._threads:
             thread.join(timeout)
         if self._refresh_connection is not None:
@@ -208,7 +181,7 @@ class ControlClient:
                 remaining = deadline - time.monotonic()
                 try:
                     if self._refresh_connection is None:
-                        self._refresh_connection = Connection(self.base_url, self._token, self._ca)
+                        self._refresh_connection = self._connect()
                     timeout = max(0.05, min(REFRESH_ATTEMPT_TIMEOUT_S, remaining))
                     self._watch_once(self._refresh_connection, timeout, 0)
                     return self._snapshot
@@ -223,6 +196,10 @@ class ControlClient:
                     backoff = min(backoff * 2, 0.5)
 
     # -- background threads ---------------------------------------------------------------
+
+    def _connect(self) -> Connection:
+        """A new keep-alive connection to the agent: one per thread that calls it."""
+        return Connection(self.base_url, self._token, self._ca)
 
     def _watch_once(self, connection: Connection, timeout_s: float, wait_s: float) -> None:
         since = self._snapshot.revision if self._snapshot is not None else 0
@@ -271,7 +248,7 @@ class ControlClient:
                 self.ack(operator, version, snapshot.config_version, kind=ARMED)
 
     def _watch_loop(self) -> None:
-        connection = self._watch_connection = Connection(self.base_url, self._token, self._ca)
+        connection = self._watch_connection = self._connect()
         backoff = 0.05
         while not self._stopped.is_set():
             try:
@@ -280,40 +257,6 @@ class ControlClient:
                 backoff = 0.05
             except (OSError, http.client.HTTPException, ValueError) as error:
                 log.debug("watch failed, retrying in %.2fs: %s", backoff, error)
-                self._stopped.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
-        connection.close()
-
-    def _ack_loop(self) -> None:
-        connection = Connection(self.base_url, self._token, self._ca)
-        backoff = 0.05
-        while not self._stopped.is_set():
-            with self._ack_ready:
-                while not self._acks and not self._stopped.is_set():
-                    self._ack_ready.wait()
-            self._stopped.wait(ACK_WINDOW_S)
-            with self._ack_ready:
-                batch, self._acks = self._acks, []
-            if not batch:
-                continue
-            try:
-                held = self._identity.ensure(connection, 5.0)
-                sent = [{"pid": held[0], **entry} for entry in batch]
-                status, body = connection.request(
-                    "POST", "/v1/control/acks", 5.0, sent, headers=secret_headers(held)
-                )
-                if identity_problem(status, body):  # enrol again, then send them again
-                    self._identity.lost(held)
-                    raise OSError(f"acks answered {status}: {body[:200]!r}")
-                if status in DROPPED_ACK_STATUSES:  # retrying cannot change the answer
-                    log.warning("acks refused (%d), dropped: %s", status, body[:500])
-                elif status >= 300:  # 409: not yet (watch first, the driver's batch)
-                    raise OSError(f"acks answered {status}: {body[:200]!r}")
-                backoff = 0.05
-            except (OSError, http.client.HTTPException) as error:
-                log.debug("ack post failed, retrying in %.2fs: %s", backoff, error)
-                with self._ack_ready:
-                    self._acks = (batch + self._acks)[:MAX_QUEUED_ACKS]
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         connection.close()

@@ -17,6 +17,7 @@ from swivel.jobs.agent.auth import tls_context
 from swivel.jobs.agent.client import AgentClient, AgentUnreachable
 from swivel.jobs.control import client as control
 from swivel.jobs.control.client import ControlClient
+from swivel.jobs.control.connection import Connection
 from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.operator.agents import ClientAgentLink, JobAddress
 from swivel.operator.credentials import agent_hosts, new_credentials
@@ -74,7 +75,7 @@ def test_another_jobs_ca_is_refused(tls_agent: AgentServer) -> None:
     with pytest.raises(AgentUnreachable, match="certificate"):
         asyncio.run(scenario())
     with pytest.raises(OSError, match="certificate"):  # nor does a worker trust it
-        control._Connection(tls_agent.url, WORKER_TOKEN, stranger.ca_pem).request(
+        Connection(tls_agent.url, WORKER_TOKEN, stranger.ca_pem).request(
             "GET", "/v1/control/watch?timeout=0", 5
         )
 

@@ -1,0 +1,121 @@
+"""A worker's acknowledgements on their way to the agent: queued by the data path, posted
+in batches by a daemon thread (`POST /v1/control/acks`, docs/control-protocol.md).
+
+The data path never waits for the network: `add` only queues (a duplicate is dropped), and
+the thread gathers the acks of one check (`ACK_WINDOW_S`) into one post. Each ack is sent
+with the worker id the agent knows this process by at the moment it is sent, not when it was
+queued: the id may change in between (identity.py). It is its own part of the control client
+because its failure handling is its own: what the agent refused for good is dropped, anything
+else is queued again in front of the newer acks and sent after a backoff.
+
+Standard library only: every Python worker imports it (through `swivel.jobs.control.client`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from swivel.jobs.control.connection import Connection
+from swivel.jobs.control.identity import WorkerIdentity, identity_problem, secret_headers
+
+ACK_WINDOW_S = 0.002  # gather acks from the Arrow batches of one check before posting
+MAX_BACKOFF_S = 2.0
+MAX_QUEUED_ACKS = 10_000
+# The agent refused the acks as malformed (400), from this credential (401, 403), or as
+# untrue of the job (422): sent again they would be refused again, and hold back the acks
+# queued behind them. 409 (a batch the driver has not reported yet) and anything else are
+# retried; a 403 or 409 naming `pid` (the agent forgot this worker, or its id is another
+# process's) first enrols again (identity.py).
+DROPPED_ACK_STATUSES = frozenset({400, 401, 403, 413, 422})
+
+log = logging.getLogger(__name__)
+
+
+class AckSender:
+    """The queue of one worker process's acks and the loop that posts them."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Connection],
+        identity: WorkerIdentity,
+        stopped: threading.Event,
+        clock: Callable[[], float],
+    ) -> None:
+        self._connect, self._identity = connect, identity
+        self._stopped, self._clock = stopped, clock
+        self._acks: list[dict[str, Any]] = []
+        self._acked: set[tuple[str, int, int, str]] = set()
+        self._ready = threading.Condition()
+
+    def add(  # noqa: PLR0917 - the ack's fields, as the control client takes them
+        self,
+        operator: str,
+        version: int,
+        config_version: int,
+        partition: int | None,
+        batch_id: int | None,
+        kind: str,
+        at: float | None,
+    ) -> None:
+        """Queue one ack (`at`: when; now by default); a duplicate is dropped."""
+        key = (operator, version, config_version, kind)
+        if key in self._acked:
+            return
+        entry = {  # the worker id is added when sent: it may change (identity.py)
+            "operator": operator,
+            "version": version,
+            "configVersion": config_version,
+            "partition": partition,
+            "batchId": batch_id,
+            "at": self._clock() if at is None else at,
+            "kind": kind,
+        }
+        with self._ready:
+            self._acked.add(key)
+            if len(self._acks) < MAX_QUEUED_ACKS:
+                self._acks.append(entry)
+            self._ready.notify()
+
+    def wake(self) -> None:
+        """Let the loop see `stopped` now rather than at the next ack."""
+        with self._ready:
+            self._ready.notify_all()
+
+    def run(self) -> None:
+        """The daemon thread: post what is queued until `stopped` is set."""
+        connection = self._connect()
+        backoff = 0.05
+        while not self._stopped.is_set():
+            with self._ready:
+                while not self._acks and not self._stopped.is_set():
+                    self._ready.wait()
+            self._stopped.wait(ACK_WINDOW_S)
+            with self._ready:
+                batch, self._acks = self._acks, []
+            if not batch:
+                continue
+            try:
+                held = self._identity.ensure(connection, 5.0)
+                sent = [{"pid": held[0], **entry} for entry in batch]
+                status, body = connection.request(
+                    "POST", "/v1/control/acks", 5.0, sent, headers=secret_headers(held)
+                )
+                if identity_problem(status, body):  # enrol again, then send them again
+                    self._identity.lost(held)
+                    raise OSError(f"acks answered {status}: {body[:200]!r}")
+                if status in DROPPED_ACK_STATUSES:  # retrying cannot change the answer
+                    log.warning("acks refused (%d), dropped: %s", status, body[:500])
+                elif status >= 300:  # 409: not yet (watch first, the driver's batch)
+                    raise OSError(f"acks answered {status}: {body[:200]!r}")
+                backoff = 0.05
+            except (OSError, http.client.HTTPException) as error:
+                log.debug("ack post failed, retrying in %.2fs: %s", backoff, error)
+                with self._ready:
+                    self._acks = (batch + self._acks)[:MAX_QUEUED_ACKS]
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        connection.close()
