@@ -1,8 +1,21 @@
 """What `shapes.plan_shape` refuses, per operator, and the column rule of a merge.
 
+Refused with a `CompileError(field, reason)` naming the field
+(`spec.dataflow.operators[X]...`): not exactly one source, branches that do not end in a
+sink, joins (stream-stream joins are out of scope), broadcast edges (in one query a
+broadcast means "every row to every worker of the consumer", which only a join would use),
+a keyed operator without a key or fed by a hash edge on another key, a stateless operator
+mixing hash and forward in-edges or hash edges on different keys, an operator without a
+function (a `union` may have none: it only merges; a `replicate` must have one, because it
+can head a Fries component and only Python code can stamp the tag). A keyed operator that a
+split would run once per branch is refused by `shapes` itself, where splits are found.
+
+Merges (an operator or the sink with several inputs) need the same user columns with the
+same types on every input; `_swivel_*` columns missing on one input (say the
+`_swivel_emitted_at` an operator adds) are filled with nulls (`merged_columns`).
+
 Split from `shapes` to keep each module readable; `shapes` re-exports `CompileError` and
-`merged_columns`, the names the rest of the code imports. The refusals are listed in
-`shapes`' module doc; each names the field (`spec.dataflow.operators[X]...`) and the reason.
+`merged_columns`, the names the rest of the code imports.
 """
 
 from __future__ import annotations

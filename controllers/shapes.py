@@ -35,17 +35,8 @@ once per branch (`Shape.replicated`). That is refused for keyed operators (their
 would be kept once per branch); stateless ones run twice (same rows: a micro-batch's
 offsets are fixed, so the source yields the same rows each time).
 
-Merges (an operator or the sink with several inputs) need the same user columns with the
-same types on every input; `_swivel_*` columns missing on one input (say the
-`_swivel_emitted_at` an operator adds) are filled with nulls (`merged_columns`).
-
-Refused with a `CompileError(field, reason)`: not exactly one source, branches that do not
-end in a sink, joins (stream-stream joins are out of scope), broadcast edges (in one query
-a broadcast means "every row to every worker of the consumer", which only a join would
-use), a keyed operator without a key or fed by a hash edge on another key, a stateless
-operator mixing hash and forward in-edges or hash edges on different keys, an operator
-without a function (a `union` may have none: it only merges; a `replicate` must have one,
-because it can head a Fries component and only Python code can stamp the tag).
+Merges (an operator or the sink with several inputs) and what else the runtime refuses,
+with a `CompileError(field, reason)`, are in `shape_refusals`.
 """
 
 from __future__ import annotations
