@@ -24,18 +24,34 @@ few groups as possible and no executor reloads more bins than the batch size for
 
 `gap_batches` empty steps go between move steps: the system drains the records queued
 during one migration step before the next one starts, instead of during it (§4.4).
+
+The order of the steps, and of the hand-overs inside each, is Chi's (`handover.py`): read
+off the meta-topology G' in waves (an executor passes bins on only after it took what it
+takes), least-loaded taker first. A step is a list of hand-overs (giver -> taker, bins);
+the migration executor re-points them in exactly that order and never plans itself. The
+plan names the placement it assumes (`initial`): an executor that finds another one
+refuses the plan instead of carrying out moves meant for a placement that is gone.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .assignments import Assignment, changed_bins, validate_same_bins
+from .assignments import Assignment, validate_same_bins
 from .errors import PlanningError
+from .handover import (
+    HandOver,
+    hand_overs_in_order,
+    initial_loads,
+    one_at_a_time,
+    order_groups,
+    waves,
+)
+from .metatopology import plan_meta_topology
 
 
 class Strategy(enum.StrEnum):
@@ -66,6 +82,18 @@ class Step:
     @property
     def is_gap(self) -> bool:
         return not self.moves
+
+    @property
+    def hand_overs(self) -> tuple[HandOver, ...]:
+        """The moves as hand-overs (giver -> taker, bins), in the order they are made."""
+        found: list[HandOver] = []
+        for move in self.moves:
+            last = found[-1] if found else None
+            if last is not None and (last.giver, last.taker) == (move.source, move.target):
+                found[-1] = HandOver(last.giver, last.taker, (*last.bins, move.bin))
+            else:
+                found.append(HandOver(move.source, move.target, (move.bin,)))
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -124,18 +152,41 @@ class MigrationPlan:
             yield dict(placement)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form for `swivel plan` and for a Reconfiguration's status."""
+        """JSON-friendly form for `swivel plan`, a Reconfiguration's status and the driver
+        action that carries the plan out (`from_dict`). `initial[b]`: the executor the plan
+        assumes serves bin `b`."""
         return {
             "strategy": str(self.strategy),
             "stepCount": self.step_count,
             "movedBins": list(self.moved_bins),
+            "initial": list(self.initial),
             "steps": [
-                {"moves": [{"bin": m.bin, "from": m.source, "to": m.target} for m in s.moves]}
-                if s.moves
-                else {"gap": True}
+                {"handOver": [h.to_dict() for h in s.hand_overs]} if s.moves else {"gap": True}
                 for s in self.steps
             ],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MigrationPlan:
+        """The plan `to_dict` wrote, steps and order as they were (no planning)."""
+        try:
+            steps = tuple(
+                Step(
+                    tuple(
+                        Move(int(b), str(h["from"]), str(h["to"]))
+                        for h in step.get("handOver", ())
+                        for b in h["bins"]
+                    )
+                )
+                for step in data["steps"]
+            )
+            return cls(
+                _parse_strategy(str(data["strategy"])),
+                tuple(str(e) for e in data["initial"]),
+                steps,
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise MigrationError("plan", f"not a migration plan: {error!r}") from None
 
 
 def plan_migration(
@@ -156,11 +207,37 @@ def plan_migration(
     _check_batch_size(batch_size)
     if gap_batches < 0:
         raise MigrationError("gap_batches", f"must not be negative, got {gap_batches}")
-    moves = [Move(b, current[b], target[b]) for b in changed_bins(current, target)]
-    groups = _group_moves(moves, chosen, batch_size)
-    steps = _with_gaps([Step(tuple(group)) for group in groups], gap_batches)
+    ordered = _hand_over_steps(current, target, chosen, batch_size)
+    steps = _with_gaps([Step(_moves(hand_overs)) for hand_overs in ordered], gap_batches)
     initial = tuple(current[b] for b in range(len(current)))
     return MigrationPlan(chosen, initial, tuple(steps))
+
+
+def _hand_over_steps(
+    current: Assignment, target: Assignment, strategy: Strategy, batch_size: int
+) -> list[list[HandOver]]:
+    """The steps in Chi's hand-over order (module doc, `handover.py`)."""
+    loads = initial_loads(current)
+    in_waves = [
+        [(e.source.executor, e.target.executor, e.bins) for e in wave]
+        for wave in waves(plan_meta_topology(current, target))
+    ]
+    if strategy is Strategy.ALL_AT_ONCE:  # one boundary: the order is only listed
+        everything = [h for wave in in_waves for h in hand_overs_in_order(wave, loads)]
+        return [everything] if everything else []
+    steps: list[list[HandOver]] = []
+    for wave in in_waves:
+        if strategy is Strategy.FLUID:
+            steps += [[h] for h in one_at_a_time(wave, loads)]
+            continue
+        moves = [Move(b, giver, taker) for giver, taker, bins in wave for b in bins]
+        groups = _batched_groups(moves, batch_size)
+        steps += order_groups([[(m.bin, m.source, m.target) for m in g] for g in groups], loads)
+    return steps
+
+
+def _moves(hand_overs: Sequence[HandOver]) -> tuple[Move, ...]:
+    return tuple(Move(b, h.giver, h.taker) for h in hand_overs for b in h.bins)
 
 
 def non_interfering_steps(moves: Sequence[Move], batch_size: int | None = None) -> list[list[Move]]:
@@ -192,15 +269,28 @@ def _parse_strategy(strategy: Strategy | str) -> Strategy:
         raise MigrationError("strategy", f"{strategy!r} is not one of {choices}") from None
 
 
-def _group_moves(moves: list[Move], strategy: Strategy, batch_size: int) -> list[list[Move]]:
+def _batched_groups(moves: list[Move], batch_size: int) -> list[list[Move]]:
     if not moves:
         return []
-    if strategy is Strategy.ALL_AT_ONCE:
-        return [moves]
-    if strategy is Strategy.FLUID:
-        return [[move] for move in moves]
-    spread = [move for group in _balanced_groups(moves) for move in group]
+    spread = [move for group in _givers_in_turn(_balanced_groups(moves)) for move in group]
     return _even_chunks(spread, math.ceil(len(spread) / batch_size))
+
+
+def _givers_in_turn(groups: list[list[Move]]) -> list[list[Move]]:
+    """The groups with their givers taking turns (round robin over the groups' sets of
+    givers), so consecutive groups -- one step -- come from several givers in parallel
+    rather than one giver after another (Chi's scale-out: R1 and R2 both hand to R3)."""
+    by_givers: dict[tuple[str, ...], list[list[Move]]] = {}
+    for group in groups:
+        by_givers.setdefault(tuple(sorted({m.source for m in group})), []).append(group)
+    queues = list(by_givers.values())
+    turns = [
+        queue[i]
+        for i in range(max(map(len, queues), default=0))
+        for queue in queues
+        if i < len(queue)
+    ]
+    return turns
 
 
 def _balanced_groups(moves: list[Move]) -> list[list[Move]]:

@@ -267,13 +267,16 @@ def plan_reconfiguration(
     current_assignment: Mapping[int, str] | None = None,
     pruning: bool = True,
     per_branch: Collection[str] | None = None,
+    scheduler_override: str | None = None,
 ) -> ReconfigurationPlan:
     """Plan `reconfiguration` of `job`: the one function `swivel plan`, the agent and the
     operator call. Validate with `validate_against_job` first.
 
     `per_branch`: the operators Spark evaluates once per branch of a split; by default
     those of the job's compiled shape (`evaluated_per_branch`), given only by tests that
-    plan a paper's example without a runnable job.
+    plan a paper's example without a runnable job. `scheduler_override`: the scheduler
+    that will carry the plan out instead of the spec's (the agent's benchmark-only
+    `schedulerOverride`, naive), so `refused` is what that one cannot carry out.
     """
     if per_branch is None:
         per_branch = evaluated_per_branch(job)
@@ -284,7 +287,8 @@ def plan_reconfiguration(
     migration, meta = _plan_placement(job, reconfiguration, current_assignment)
     components = [(c.heads, c.targets) for c in (mcs.components if mcs else ())]
     facts = {"per_branch": frozenset(per_branch), "codeless": codeless_operators(job)}
-    refused = refusals(reconfiguration.scheduler.value, targets, components, **facts)
+    scheduler = scheduler_override or reconfiguration.scheduler.value
+    refused = refusals(scheduler, targets, components, **facts)
     suggested = reconfiguration.scheduler
     if targets:
         suggested = suggested_scheduler(refusals("fries", targets, components, **facts))
@@ -308,24 +312,41 @@ def _plan_placement(
 ) -> tuple[MigrationPlan | None, MetaTopology | None]:
     if not (reconfiguration.rescale or reconfiguration.moves):
         return None, None
-    current = dict(
-        current_assignment or assumed_assignment(job.dataflow.bins, job.executor.instances)
-    )
-    target = current
-    if reconfiguration.rescale:
-        executors = executor_ids_after_rescale(current, reconfiguration.rescale.executors)
-        target = rebalance_for_executors(current, executors)
-    if reconfiguration.moves:
-        target = apply_moves(target, [(move.bins, move.to) for move in reconfiguration.moves])
+    current = current_assignment or assumed_assignment(job.dataflow.bins, job.executor.instances)
     settings = reconfiguration.migration
-    migration = plan_migration(
+    return plan_placement(
         current,
-        target,
-        settings.strategy.value,
+        executors=reconfiguration.rescale.executors if reconfiguration.rescale else None,
+        moves=[(move.bins, move.to) for move in reconfiguration.moves],
+        strategy=settings.strategy.value,
         batch_size=settings.batch_size,
         gap_batches=settings.gap_batches,
     )
-    return migration, plan_meta_topology(current, target)
+
+
+def plan_placement(
+    current: Mapping[int, str],
+    *,
+    executors: int | None = None,
+    moves: Sequence[tuple[Sequence[int], str]] = (),
+    strategy: str = "batched",
+    batch_size: int = 4,
+    gap_batches: int = 0,
+) -> tuple[MigrationPlan, MetaTopology]:
+    """The migration from placement `current` for a rescale to `executors` and/or `moves`
+    (bins, to): the steps in Chi's hand-over order and the meta-topology they follow. The
+    one placement planner: the agent calls it (through `plan_reconfiguration`) with the
+    placement its driver reported, `swivel plan --placement` with the one it is given."""
+    start = dict(current)
+    target = start
+    if executors is not None:
+        target = rebalance_for_executors(start, executor_ids_after_rescale(start, executors))
+    if moves:
+        target = apply_moves(target, [(list(bins), to) for bins, to in moves])
+    migration = plan_migration(
+        start, target, strategy, batch_size=batch_size, gap_batches=gap_batches
+    )
+    return migration, plan_meta_topology(start, target)
 
 
 def _disruption(

@@ -88,7 +88,8 @@ def after_rejection(
         for e in errors
     )
     if status == 409:
-        busy = f"the agent is applying {running}" if running else "the agent is busy"
+        # No plan in flight: the agent says why to retry (e.g. no placement reported yet).
+        busy = f"the agent is applying {running}" if running else (lines or "the agent is busy")
         return Decision(Phase.QUEUED, Reason.AGENT_BUSY, busy)
     return Decision(Phase.FAILED, Reason.REJECTED, f"agent answered {status}: {lines}")
 
@@ -108,6 +109,9 @@ def from_agent_plan(document: Mapping[str, Any]) -> Decision:
             bins_total=int(progress.get("binsTotal") or 0),
             step=int(progress.get("step") or 0),
             steps=int(progress.get("steps") or 0),
+            # The agent bounded it (HandOverStatus.latest): shown as the driver carried it out
+            hand_over=list(progress.get("handOver") or ()),
+            hand_overs=int(progress.get("handOvers") or 0),
         ),
         "delay_ms": document.get("delayMs"),  # in effect (jobs/agent/plans.py)
         "armed_ms": document.get("armedMs"),

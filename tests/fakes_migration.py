@@ -5,15 +5,20 @@ SparkSession whose only part used is `streams` (listeners).
     from tests.fakes_migration import FakeMover, FakeQuery, FakeSpark
 
 `FakeMover` carries out `MigrationActions`' calls: `current_assignment` (round-robin over
-`alive` until something moved), `migrate` (records the target) and `wait` (moves the bins,
-reports through `on_progress` like the real mover). `stop_after=n` moves only the first n
-bins of a migration and reports it still `Running`: the driver died halfway.
+`alive` until something moved), `submit` (a plan as given: it starts after the steps the
+placement already reflects, or fails when the placement is not one the plan passes
+through, as the real mover does), `migrate` (the policy loop's: records the target) and
+`wait` (moves the bins, reports through `on_progress` like the real mover).
+`stop_after=n` moves only the first n bins of a migration and reports it still
+`Running`: the driver died halfway.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from swivel.controllers.resuming import StalePlanError, steps_already_done
 
 
 @dataclass
@@ -27,6 +32,8 @@ class FakeMigration:
     target: dict[int, str]
     changes: list[int]  # the bins it moves
     kind: str = ""
+    phase: str = "Running"
+    message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "binsTotal": len(self.changes)}
@@ -68,7 +75,32 @@ class FakeMover:
         changes = sorted(b for b, e in target.items() if current.get(b) != e)
         return FakeMigration(f"m-{len(self.migrated)}", dict(target), changes)
 
+    def submit(self, plan: Any, topology: Any = None, *, kind: str = "move-bins",
+               on_submit: Any = None) -> FakeMigration:  # fmt: skip
+        """A plan carried out as given, from the first step the placement does not reflect."""
+        self.migrated.append(dict(plan.after))
+        migration = FakeMigration(f"m-{len(self.migrated)}", dict(plan.after), [], kind)
+        try:
+            current = self.current_assignment()
+            done = steps_already_done(plan, current)
+            migration.changes = [
+                m.bin
+                for step in plan.steps[done:]
+                for m in step.moves
+                if current[m.bin] != m.target
+            ]
+        except StalePlanError as error:
+            migration.phase, migration.message = "Failed", str(error)
+        if on_submit is not None:
+            on_submit(migration)
+        return migration
+
     def wait(self, migration: FakeMigration, timeout: float) -> FakeMigration:
+        if migration.phase == "Failed":
+            if self.on_progress is not None:
+                self.on_progress({"id": migration.id, "phase": "Failed",
+                                  "message": migration.message})  # fmt: skip
+            return migration
         carried = migration.changes[: self.stop_after] if self.stop_after is not None else []
         if self.stop_after is None:
             carried = list(migration.changes)
@@ -101,3 +133,21 @@ class FakeStreams:
 @dataclass
 class FakeSpark:
     streams: FakeStreams = field(default_factory=FakeStreams)
+
+
+def placement_loads(placement: dict[int, str]) -> dict[str, Any]:
+    """A `POST /v1/driver/loads` body whose bins sit on `placement` (bin -> executor): the
+    placement the agent plans a migration from."""
+    executors = sorted(set(placement.values()))
+    return {
+        "measuredAt": 1_700_000_000.0,
+        "windowSeconds": 10.0,
+        "executors": [
+            {"executor": e, "busySeconds": 1.0, "windowSeconds": 10.0} for e in executors
+        ],
+        "bins": [{"bin": b, "executor": e, "records": 1} for b, e in sorted(placement.items())],
+    }
+
+
+def round_robin(bins: int = 16, executors: int = 2) -> dict[int, str]:
+    return {b: str(b % executors) for b in range(bins)}

@@ -76,7 +76,7 @@ class PlanIntake:
             if earlier is not None:
                 return earlier, False
             self._refuse_while_busy()
-            plan = self._planner(self._job, submission.spec)
+            plan = self._planner(self._job, submission.spec, self._placement(submission))
             refused = runtime_refusals(plan, self._job, submission)
             if refused:
                 raise PlanRejected(422, refused)
@@ -127,7 +127,7 @@ class PlanIntake:
         """What the driver must do at a batch boundary for this plan (docs/migration.md)."""
         if submission.scheduler == "restart":
             self._actions.add({"action": "restart", "configVersion": record.to_config_version})
-        migration = driver_action(record.id, record.spec)  # rescale / moves
+        migration = driver_action(record.id, record.spec, record.plan)  # rescale / moves
         if migration is not None:
             self._actions.add(migration)
             self._loads.forget()  # measured on a placement that is about to change
@@ -136,6 +136,22 @@ class PlanIntake:
             self._actions.add(
                 {"action": COORDINATION_ACTION, "planId": record.id, "intervalSeconds": interval}
             )
+
+    def _placement(self, submission: Submission) -> dict[int, str] | None:
+        """The placement a migration is planned from: the driver's, as last measured (the
+        plan is made here, once; the driver carries it out and refuses it if the placement
+        moved on meanwhile). 409 while none is known: the driver reports it after a batch
+        (and again after bins moved), so a retry in a moment finds it."""
+        if not (submission.spec.rescale or submission.spec.moves):
+            return None
+        placement = self._loads.placement()
+        if placement is None:
+            reason = (
+                "the driver has not reported its bin placement yet (it does after a batch, "
+                "and again after bins moved); a migration is planned from it, retry in a moment"
+            )
+            raise PlanRejected(409, [FieldProblem("", reason)])
+        return placement
 
     def _refuse_while_busy(self) -> None:
         running = self._ledger.active

@@ -5,9 +5,11 @@ Actions (`GET /v1/driver/actions`, oldest first by `seq`):
 
     {"seq": 4, "action": "move-bins", "planId": "p-3",
      "moves": [{"bins": [3, 5], "to": "1"}],
-     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0}}
+     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0},
+     "plan": {"strategy": "batched", "initial": ["0", "1", ...],
+              "steps": [{"handOver": [{"from": "0", "to": "1", "bins": [3, 5]}]}], ...}}
     {"seq": 5, "action": "request-executors", "planId": "p-4", "executors": 3,
-     "migration": {...}}                      # rescale: scale out and move bins, or drain + kill
+     "migration": {...}, "plan": {...}}       # rescale: scale out and move bins, or drain + kill
     {"seq": 6, "action": "kill-executors", "planId": "p-5", "executors": ["2"]}
 
 Progress (`POST /v1/driver/migration`), after every boundary of a running migration:
@@ -16,9 +18,11 @@ Progress (`POST /v1/driver/migration`), after every boundary of a running migrat
      "steps": 2, "landedElsewhere": [], "retries": 0, "metaTopology": {...}}
 
 The agent builds the action it queues for an accepted Reconfiguration
-(`swivel.jobs.agent.driver_actions.driver_action`); `MigrationActions.handle` carries one
-out in the driver (a control thread: a rescale blocks
-until executors registered and bins moved).
+(`swivel.jobs.agent.driver_actions.driver_action`), with the migration plan it made once
+from the placement the driver reported (`plan`, `MigrationPlan.to_dict`);
+`MigrationActions.handle` carries it out in the driver as given (a control thread: a
+rescale blocks until executors registered and bins moved). Nothing is planned here: a plan
+whose placement is gone fails with the bins that differ (`controllers/resuming.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from swivel.controllers.assignments import apply_moves
+from swivel.controllers.errors import PlanningError
+from swivel.controllers.migration import MigrationPlan
 from swivel.jobs.agent.driver_actions import MIGRATION_ACTIONS
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
@@ -70,32 +75,23 @@ class MigrationActions:
         return True
 
     def _run(self, action: Mapping[str, Any]) -> Migration | None:
-        options = dict(action.get("migration") or {})
-        strategy = str(options.get("strategy", "batched"))
-        batch_size = int(options.get("batchSize", 4))
-        gap_batches = int(options.get("gapBatches", 0))
         plan_id = str(action.get("planId") or "")
         try:
+            if action["action"] == "kill-executors":
+                self.mover.internals.kill_executors([str(e) for e in action["executors"]])
+                return None
+            plan = MigrationPlan.from_dict(action.get("plan") or {})
+            remember = lambda m: self.plan_ids.__setitem__(m.id, plan_id)  # noqa: E731
             if action["action"] == "move-bins":
-                current = self.mover.current_assignment()
-                moves = [(list(m["bins"]), str(m["to"])) for m in action["moves"]]
-                target = apply_moves(current, moves, executors=self.mover.executors())
-                migration = self.mover.migrate(
-                    target, strategy, batch_size=batch_size, gap_batches=gap_batches
-                )
-                self.plan_ids[migration.id] = plan_id
+                migration = self.mover.submit(plan, kind="move-bins", on_submit=remember)
                 return self.mover.wait(migration, 900)
-            if action["action"] == "request-executors":
-                return self.mover.scale_to(
-                    int(action["executors"]),
-                    strategy,
-                    batch_size=batch_size,
-                    gap_batches=gap_batches,
-                    on_submit=lambda m: self.plan_ids.__setitem__(m.id, plan_id),
-                )
-            self.mover.internals.kill_executors([str(e) for e in action["executors"]])
-            return None
+            return self.mover.rescale(plan, int(action["executors"]), on_submit=remember)
+        except PlanningError as error:  # no plan in the action (an older agent's)
+            self._fail(plan_id, f"the action carries no migration plan to carry out: {error}")
         except Exception as error:
-            if self.report is not None:
-                self.report({"planId": plan_id, "phase": "Failed", "message": str(error)})
-            return None
+            self._fail(plan_id, str(error))
+        return None
+
+    def _fail(self, plan_id: str, message: str) -> None:
+        if self.report is not None:
+            self.report({"planId": plan_id, "phase": "Failed", "message": message})

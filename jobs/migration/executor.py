@@ -4,15 +4,25 @@ plan step per micro-batch boundary, and checks that every move landed.
     mover = BinMover(spark, bins=32)
     query = frame.writeStream.foreachBatch(mover.wrap(write)).start()   # boundary hook
     mover.attach(query)
-    run = mover.migrate(target, "batched", batch_size=2)
+    run = mover.submit(plan)          # a MigrationPlan, as the planner made it
     mover.wait(run)
+
+It carries out the steps it is given and never plans: a Reconfiguration's plan is made once,
+by the agent from the placement the driver reported (`controllers/planning.py`), and
+reaches the driver in its action. At the first boundary the executor compares the
+placement it finds with the plan's (`controllers/resuming.py`): the plan's start, or the
+placement after some of its steps (a restarted driver resumes after them); anything else
+fails the migration with the bins that differ, and nothing moves. `migrate(target)` and
+`scale_to(n)` are conveniences for what runs without an agent (the driver's own policy
+loop, tests): they call the same planner on the current placement and submit its plan.
 
 How a step is carried out (docs/migration.md):
 
 1. At the boundary after batch `b` (synchronously, inside `foreachBatch` after the user's
    write, so no stateful task of `b` or `b+1` runs), the step's bins are re-pointed in the
-   driver's StateStoreCoordinator (`SparkInternals.set_location`). Batch `b+1` runs them on
-   their new executors, which reload them from the checkpoint.
+   driver's StateStoreCoordinator (`SparkInternals.set_location`), hand-over by hand-over
+   in the plan's (Chi's) order. Batch `b+1` runs them on their new executors, which reload
+   them from the checkpoint: every bin of a step switches at the same boundary.
 2. A verifier thread reads batch `b+1`'s task list (status REST API) off the batch path and
    records which executor served every bin, and whether any bin ran twice successfully.
 3. At a later boundary the executor settles the step's moves: landed -> done; ran elsewhere
@@ -40,10 +50,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from swivel.controllers.assignments import rebalance_for_executors
 from swivel.controllers.metatopology import MetaTopology, plan_meta_topology
 from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
-from swivel.controllers.planning import executor_ids_after_rescale
+from swivel.controllers.resuming import StalePlanError, steps_already_done
+from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
@@ -133,23 +143,6 @@ class BinMover:
             for b, e in placement.items()
         }
 
-    def plan(
-        self,
-        target: Mapping[int, str],
-        strategy: Strategy | str = Strategy.BATCHED,
-        *,
-        batch_size: int = 2,
-        gap_batches: int = 0,
-        current: Mapping[int, str] | None = None,
-    ) -> MigrationPlan:
-        return plan_migration(
-            current if current is not None else self.current_assignment(),
-            target,
-            strategy,
-            batch_size=batch_size,
-            gap_batches=gap_batches,
-        )
-
     def migrate(
         self,
         target: Mapping[int, str],
@@ -159,12 +152,13 @@ class BinMover:
         gap_batches: int = 0,
         kind: str = "move-bins",
     ) -> Migration:
+        """Plan (the one planner, on the current placement) and submit: for callers without
+        an agent (the driver's policy loop, tests)."""
         current = self.current_assignment()
-        plan = self.plan(
-            target, strategy, batch_size=batch_size, gap_batches=gap_batches, current=current
+        plan = plan_migration(
+            current, target, strategy, batch_size=batch_size, gap_batches=gap_batches
         )
-        topology = plan_meta_topology(current, dict(target))
-        return self.submit(plan, topology, kind=kind)
+        return self.submit(plan, plan_meta_topology(current, dict(target)), kind=kind)
 
     def submit(
         self,
@@ -174,7 +168,8 @@ class BinMover:
         kind: str = "move-bins",
         on_submit: Callable[[Migration], None] | None = None,
     ) -> Migration:
-        """Queue a plan; its first step is applied at the next boundary."""
+        """Queue a plan, carried out as given: its first step (or, resumed, its first step
+        not yet reflected in the placement) is applied at the next boundary."""
         migration = Migration(f"migration-{next(_ids)}", plan, topology, kind)
         for move in plan.moves:
             migration.outcomes[move.bin] = MoveOutcome(move)
@@ -210,7 +205,10 @@ class BinMover:
             active = self._active
             if active is None and self._queue:
                 active = self._active = self._queue.pop(0)
-                self._begin(active, batch_id)
+                if not self._begin(active, batch_id):
+                    self._active = None
+                    self._report(active)
+                    return
             if active is None:
                 return
             self._settle(active, at_boundary=True)
@@ -220,7 +218,20 @@ class BinMover:
                 self._finish(active, batch_id)
             self._report(active)
 
-    def _begin(self, migration: Migration, batch_id: int) -> None:
+    def _begin(self, migration: Migration, batch_id: int) -> bool:
+        """Start the plan where the placement says it stands; False: refused (stale)."""
+        try:
+            done = steps_already_done(migration.plan, self.current_assignment())
+        except StalePlanError as error:
+            migration.phase, migration.message = "Failed", str(error)
+            migration.finished_at = time.monotonic()
+            migration.done.set()
+            return False
+        for step in migration.plan.steps[:done]:  # carried out by an earlier driver
+            for move in step.moves:
+                migration.outcomes[move.bin].status = "landed"
+                migration.outcomes[move.bin].served_by = move.target
+        migration.step, migration.step_batches = done, [None] * done
         migration.phase = "Running"
         migration.started_at = time.monotonic()
         migration.first_batch = batch_id + 1
@@ -228,11 +239,13 @@ class BinMover:
         self.internals.set_locality_wait(self.migration_locality_wait)
         self._watch_batches = True
         self._hosts = {e.id: e.host for e in self.internals.executors() if e.active}
+        return True
 
     def _apply_step(self, migration: Migration, batch_id: int) -> None:
         step = migration.plan.steps[migration.step]
-        for move in step.moves:
+        for move in step.moves:  # the plan's hand-over order
             self._point(migration.outcomes[move.bin], batch_id)
+        migration.step_batches.append(batch_id)
         migration.step += 1
 
     def _point(self, outcome: MoveOutcome, batch_id: int) -> None:
@@ -346,44 +359,34 @@ class BinMover:
     # -- rescale ------------------------------------------------------------------------
 
     def scale_to(
+        self, executors: int, strategy: Strategy | str = Strategy.BATCHED, **options: Any
+    ) -> Migration:
+        """Plan a rescale on the current placement and carry it out (jobs/migration/rescaling.py)."""
+        return rescaling.scale_to(self, executors, strategy, **options)
+
+    def rescale(self, plan: MigrationPlan, executors: int, **options: Any) -> Migration:
+        """Carry out a rescale's plan as given (jobs/migration/rescaling.py)."""
+        return rescaling.rescale(self, plan, executors, **options)
+
+    def refuse(
         self,
-        executors: int,
-        strategy: Strategy | str = Strategy.BATCHED,
+        plan: MigrationPlan,
+        reason: str,
         *,
-        batch_size: int = 2,
-        gap_batches: int = 0,
-        register_timeout_s: float = 120.0,
-        migration_timeout_s: float = 600.0,
+        kind: str = "move-bins",
         on_submit: Callable[[Migration], None] | None = None,
     ) -> Migration:
-        """Add executors and move bins onto them, or drain executors and then remove them.
-        Blocks until done (call from a control thread, not from a batch)."""
-        current = self.current_assignment()
-        before = sorted(self.executors(), key=_id_order)
-        if executors > len(before):
-            self.internals.request_total_executors(executors)
-            after = self.internals.wait_for_executors(executors, register_timeout_s)
-            keep = sorted(after, key=_id_order)
-            drained: list[str] = []
-        else:
-            keep = executor_ids_after_rescale(current, executors)
-            drained = [e for e in before if e not in keep]
-        target = rebalance_for_executors(current, keep)
-        plan = plan_migration(
-            current, target, strategy, batch_size=batch_size, gap_batches=gap_batches
-        )
-        topology = plan_meta_topology(current, target, old_executors=before, new_executors=keep)
-        migration = self.submit(plan, topology, kind="rescale", on_submit=on_submit)
-        self.wait(migration, migration_timeout_s)
-        if drained:
-            self.internals.kill_executors(drained)
-            self.internals.request_total_executors(len(keep))
-            self.internals.wait_for_executors(len(keep), register_timeout_s)
+        """A migration that failed before its first step (nothing moved), reported."""
+        migration = Migration(f"migration-{next(_ids)}", plan, None, kind)
+        migration.phase, migration.message = "Failed", reason
+        if on_submit is not None:
+            on_submit(migration)
+        migration.done.set()
+        self._report(migration)
         return migration
 
     def close(self) -> None:
         self._verify.put(None)
 
 
-def _id_order(executor: str) -> tuple[int, str]:
-    return (int(executor), "") if executor.isdigit() else (1 << 30, executor)
+_id_order = rescaling.id_order

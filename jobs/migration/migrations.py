@@ -5,7 +5,9 @@ These are plain records, apart from `BinMover` (jobs/migration/executor.py) whic
 them in, because their readers -- the driver's action handler, the Flux policies, the
 benchmark harness -- only wait on a `Migration` and read its progress; they never step one.
 `Migration.to_dict` is the progress document the driver posts to the agent
-(`POST /v1/driver/migration`, docs/control-protocol.md).
+(`POST /v1/driver/migration`, docs/control-protocol.md); its `handOver` is the order the
+executor actually carried out (per step: giver -> taker, the bins, the first batch planned
+to run them on the taker, which landed and which were served elsewhere).
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class Migration:
     outcomes: dict[int, MoveOutcome] = field(default_factory=dict)
     message: str = ""
     done: threading.Event = field(default_factory=threading.Event)
+    # The boundary (batch id) after which each step was applied; None: a step an earlier
+    # driver carried out (a resumed plan starts after it).
+    step_batches: list[int | None] = field(default_factory=list)
 
     @property
     def moved(self) -> int:
@@ -99,9 +104,29 @@ class Migration:
             "landedElsewhere": [o.to_dict() for o in self.landed_elsewhere],
             "retries": sum(max(0, o.attempts - 1) for o in self.outcomes.values()),
             "message": self.message,
+            "handOver": self.hand_over(),
             "plan": self.plan.to_dict(),
             "metaTopology": self.meta_topology.to_dict() if self.meta_topology else None,
         }
+
+    def hand_over(self) -> list[dict[str, Any]]:
+        """The hand-overs carried out so far, in the order they were made (module doc)."""
+        executed: list[dict[str, Any]] = []
+        for index, boundary in enumerate(self.step_batches):
+            for hand_over in self.plan.steps[index].hand_overs:
+                outcomes = [self.outcomes[b] for b in hand_over.bins]
+                executed.append({
+                    "step": index + 1,
+                    "from": hand_over.giver,
+                    "to": hand_over.taker,
+                    "bins": list(hand_over.bins),
+                    "batch": None if boundary is None else boundary + 1,
+                    "landed": [o.move.bin for o in outcomes if o.status == "landed"],
+                    "elsewhere": [
+                        o.move.bin for o in outcomes if o.status in ("elsewhere", "failed")
+                    ],
+                })  # fmt: skip
+        return executed
 
 
 class MigrationError(RuntimeError):

@@ -11,6 +11,7 @@ exist); the model itself only checks what it can see alone.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -160,6 +161,54 @@ def validate_against_job(spec: ReconfigurationSpec, job: StreamJobSpec) -> None:
         raise SpecError(problems)
 
 
+MAX_HAND_OVERS = 16  # hand-overs a status lists (the latest); the plan lists them all
+MAX_LISTED_BINS = 64  # bins a status hand-over lists; `binCount` counts them all
+
+
+class HandOverStatus(ApiModel):
+    """One hand-over the driver carried out, as it happened (Chi's order; docs/migration.md)."""
+
+    step: int = Field(ge=1, description="The plan step (1-based) it belongs to.")
+    from_: str = Field(alias="from", description="The giver: the executor the bins left.")
+    to: str = Field(description="The taker: the executor the plan hands the bins to.")
+    bins: list[int] = Field(
+        default_factory=list, max_length=MAX_LISTED_BINS, description="The bins, in order."
+    )
+    bin_count: int = Field(default=0, ge=0, description="How many bins (bins lists the first).")
+    batch: int | None = Field(
+        default=None,
+        ge=0,
+        description="The first micro-batch planned to run them on the taker (they were "
+        "re-pointed at the boundary before it); null: an earlier driver did.",
+    )
+    landed: int = Field(default=0, ge=0, description="Bins that ran on the taker.")
+    elsewhere: list[int] = Field(
+        default_factory=list,
+        max_length=MAX_LISTED_BINS,
+        description="Bins served by another executor than the taker (reported, not dropped).",
+    )
+
+    @classmethod
+    def latest(cls, reported: Sequence[Mapping[str, Any]]) -> list[HandOverStatus]:
+        """The status's bounded view of the driver's hand-over report (`handOver` of its
+        migration progress): the latest MAX_HAND_OVERS, each listing at most MAX_LISTED_BINS."""
+        return [
+            cls.model_validate(
+                {
+                    "step": entry["step"],
+                    "from": entry["from"],
+                    "to": entry["to"],
+                    "bins": list(entry["bins"])[:MAX_LISTED_BINS],
+                    "binCount": len(entry["bins"]),
+                    "batch": entry.get("batch"),
+                    "landed": len(entry.get("landed") or ()),
+                    "elsewhere": list(entry.get("elsewhere") or ())[:MAX_LISTED_BINS],
+                }
+            )
+            for entry in list(reported)[-MAX_HAND_OVERS:]
+        ]
+
+
 class Progress(ApiModel):
     workers_switched: int = Field(default=0, ge=0)
     workers_total: int = Field(default=0, ge=0)
@@ -167,6 +216,13 @@ class Progress(ApiModel):
     bins_total: int = Field(default=0, ge=0)
     step: int = Field(default=0, ge=0)
     steps: int = Field(default=0, ge=0)
+    hand_over: list[HandOverStatus] = Field(
+        default_factory=list,
+        max_length=MAX_HAND_OVERS,
+        description="The latest hand-overs the driver carried out, in the order it made "
+        "them (giver -> taker per plan step); status.plan lists the planned order.",
+    )
+    hand_overs: int = Field(default=0, ge=0, description="Hand-overs carried out so far.")
 
 
 class Timings(ApiModel):

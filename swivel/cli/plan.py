@@ -4,7 +4,14 @@ It validates both manifests and the reconfiguration against the job, then prints
 MCS (components: heads switch on the control message, the rest follow tags; one-to-many
 ancestors pruned and by which rule), the data channels that synchronise, the scheduler
 that is the least disruptive consistent one, and for rescales and moves the meta-topology
-and migration steps. It never imports the functions a manifest names.
+and migration steps in Chi's hand-over order. It never imports the functions a manifest
+names.
+
+The agent plans a running job's migration once, from the placement its driver reported,
+with the same function; `--placement` gives a dry run that placement (a JSON list of the
+executor serving each bin, or an object bin -> executor, inline or in a file: e.g. a
+Reconfiguration's `status.plan.migration.initial`), so it prints the plan the agent would
+make. Without it the plan assumes the round-robin placement a fresh job starts from.
 
 A plan Spark cannot carry out consistently under the requested scheduler (`refused`,
 decided by `swivel.controllers.planning.refusals`, as the agent and the operator do) is
@@ -24,7 +31,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from swivel.api.errors import SpecError
+from swivel.api.errors import FieldProblem, SpecError
 from swivel.api.manifests import load_reconfiguration, load_streamjob
 from swivel.api.reconfiguration import validate_against_job
 from swivel.cli.errors import BAD_INPUT, fail
@@ -40,15 +47,25 @@ _FILE = click.Path(exists=False, dir_okay=False, path_type=Path)
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 @click.option("--no-pruning", is_flag=True, help="Fries Alg. 3 instead of Alg. 4 (no MCS pruning).")
-def command(reconfiguration: Path, job_path: Path, output: str, no_pruning: bool) -> None:
+@click.option(
+    "--placement",
+    help="The executor of each bin, as JSON (a list, or an object bin -> executor) or a "
+    "JSON file: plan a migration from it, as the agent does from the driver's.",
+)
+def command(
+    reconfiguration: Path, job_path: Path, output: str, no_pruning: bool, placement: str | None
+) -> None:
     """Plan RECONFIGURATION against the job, without running anything."""
     try:
         job = load_streamjob(job_path)
         reconf = load_reconfiguration(reconfiguration)
         validate_against_job(reconf.spec, job.spec)
+        current = None if placement is None else _placement(placement, job.spec.dataflow.bins)
     except SpecError as error:
         fail(error)
-    plan = plan_reconfiguration(job.spec, reconf.spec, pruning=not no_pruning)
+    plan = plan_reconfiguration(
+        job.spec, reconf.spec, pruning=not no_pruning, current_assignment=current
+    )
     document = {"job": job.name, **plan.to_dict()}
     if output == "json":
         click.echo(json.dumps(document, indent=2))
@@ -93,9 +110,36 @@ def _tree(document: dict[str, Any], plan: ReconfigurationPlan) -> Tree:
             f"in {plan.migration.step_count} step(s)"
         )
         for index, step in enumerate(plan.migration.steps, 1):
-            moves = ", ".join(f"bin {m.bin}: {m.source}->{m.target}" for m in step.moves)
-            migration.add(f"step {index}: {moves or 'gap (no moves)'}")
+            hand_overs = ", ".join(
+                f"{h.giver}->{h.taker} bins {', '.join(map(str, h.bins))}" for h in step.hand_overs
+            )
+            migration.add(f"step {index}: {hand_overs or 'gap (no moves)'}")
     return root
+
+
+def _placement(value: str, bins: int) -> dict[int, str]:
+    """`--placement`: inline JSON or a JSON file; every bin of the job exactly once."""
+    text = value
+    if not value.lstrip().startswith(("[", "{")):
+        try:
+            text = Path(value).read_text()
+        except OSError as error:
+            raise SpecError(
+                [FieldProblem("--placement", f"cannot read {value}: {error}")]
+            ) from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise SpecError([FieldProblem("--placement", f"not JSON: {error}")]) from None
+    pairs = enumerate(data) if isinstance(data, list) else dict(data).items()
+    try:
+        found = {int(b): str(e) for b, e in pairs}
+    except (TypeError, ValueError):
+        raise SpecError([FieldProblem("--placement", "bins are integers")]) from None
+    if set(found) != set(range(bins)):
+        reason = f"give the executor of every bin 0..{bins - 1} (got {len(found)} bins)"
+        raise SpecError([FieldProblem("--placement", reason)])
+    return found
 
 
 def _add_verdict(root: Tree, plan: ReconfigurationPlan) -> None:

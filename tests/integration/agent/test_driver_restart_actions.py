@@ -13,7 +13,7 @@ import pytest
 from swivel.jobs.control.driver_channel import AgentDriverChannel
 from swivel.jobs.migration.driver import MigrationDriver
 from swivel.jobs.runtime.driver import JobRuntime
-from tests.fakes_migration import FakeMover, FakeQuery, FakeSpark
+from tests.fakes_migration import FakeMover, FakeQuery, FakeSpark, placement_loads, round_robin
 from tests.polling import wait_for
 
 from .conftest import DRIVER_TOKEN
@@ -50,6 +50,9 @@ def driver_on(agent: Any, mover: FakeMover, query: FakeQuery | None = None) -> M
 
 
 def submit_moves(agent: Any, call: Any, bins: list[int], to: str) -> str:
+    # The placement the driver reported (round-robin): the agent plans the moves from it.
+    status, _, _ = call(agent.url + "/v1/driver/loads", "POST", placement_loads(round_robin()))
+    assert status == 202, status
     body = {
         "name": "move",
         "spec": {"jobRef": {"name": "fraud-detection"}, "moves": [{"bins": bins, "to": to}]},
@@ -109,7 +112,8 @@ def test_a_restart_mid_plan_hands_the_remaining_move_once(start_agent: Any, call
     first.stop()
 
     # The new driver starts before the query's first batch: it gets the move once, waits
-    # for the query, then re-plans it against the placement: only bin 3 is left.
+    # for the query, then carries the plan on from the placement: the step it was cut
+    # short in again, where bin 1 is already on its taker: only bin 3 is left.
     query = FakeQuery()
     again = FakeMover(bins=16, assignment=dict(mover.assignment))
     restarted = driver_on(agent, again, query)

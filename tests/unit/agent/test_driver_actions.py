@@ -12,6 +12,7 @@ from swivel.api.manifests import load_streamjob
 from swivel.jobs.agent.driver_actions import KEPT_ACTIONS
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.store import StateStore
+from tests.fakes_migration import placement_loads, round_robin
 
 JOB = load_streamjob(
     Path(__file__).resolve().parents[3] / "examples/fraud-detection/streamjob.yaml"
@@ -32,6 +33,8 @@ def hub(tmp_path: Path, clock: Clock, **options: Any) -> Hub:
 
 
 def submit(agent: Hub, name: str, **spec: Any) -> str:
+    if spec.get("moves") or spec.get("rescale"):  # the driver's placement, planned from
+        agent.record_loads(placement_loads(round_robin()))
     body = {"name": name, "spec": {"jobRef": {"name": JOB.name}, **spec}}
     return agent.submit(body).id
 

@@ -52,11 +52,35 @@ def test_rescale_plans_a_meta_topology_and_batched_steps() -> None:
     assert document["kind"] == "live-migration" and document["components"] == []
     migration = document["migration"]
     assert migration["strategy"] == "batched"
-    moved = [m for step in migration["steps"] for m in step.get("moves", [])]
+    hand_overs = [h for step in migration["steps"] for h in step.get("handOver", [])]
+    moved = [b for h in hand_overs for b in h["bins"]]
     assert len(moved) == 5  # 16 bins over 3 executors: 6/5/5, so 5 bins move to executor 2
-    assert {m["to"] for m in moved} == {"2"}
-    assert all(len(step.get("moves", [])) <= 2 for step in migration["steps"])
+    assert {h["to"] for h in hand_overs} == {"2"}
+    assert {h["from"] for h in hand_overs} == {"0", "1"}  # both givers hand over
+    per_step = [sum(len(h["bins"]) for h in s.get("handOver", [])) for s in migration["steps"]]
+    assert all(n <= 2 for n in per_step)
     assert any(step.get("gap") for step in migration["steps"])
+
+
+def test_a_dry_run_plans_from_the_placement_it_is_given(tmp_path: Path) -> None:
+    """`--placement`: the plan the agent makes from the driver's placement (the same call)."""
+    placement = ["0"] * 12 + ["1"] * 4  # executor 0 holds 12 of the 16 bins
+    document = plan_json(
+        FRAUD / "rescale.yaml", FRAUD / "streamjob.yaml", "--placement", json.dumps(placement)
+    )
+    migration = document["migration"]
+    assert migration["initial"] == placement
+    hand_overs = [h for step in migration["steps"] for h in step.get("handOver", [])]
+    assert {h["from"] for h in hand_overs} == {"0"}  # only the loaded executor gives
+    (tmp_path / "placement.json").write_text(json.dumps(dict(enumerate(placement))))
+    again = plan_json(
+        FRAUD / "rescale.yaml", FRAUD / "streamjob.yaml", "--placement", tmp_path / "placement.json"
+    )
+    assert again["migration"] == migration
+    code, _, err = run_plan(
+        FRAUD / "rescale.yaml", "--job", FRAUD / "streamjob.yaml", "--placement", '["0"]'
+    )
+    assert code != 0 and "--placement" in err
 
 
 def paper_job(tmp_path: Path) -> Path:

@@ -16,6 +16,8 @@ from swivel.controllers.assignments import (
     rebalance_for_executors,
     validate_assignment,
 )
+from swivel.controllers.handover import waves
+from swivel.controllers.metatopology import plan_meta_topology
 from swivel.controllers.migration import (
     MigrationError,
     MigrationPlan,
@@ -167,10 +169,12 @@ def test_to_dict_is_json_friendly() -> None:
     data = plan_migration(current, target, Strategy.BATCHED, batch_size=2, gap_batches=1).to_dict()
     assert json.loads(json.dumps(data)) == data
     assert data["strategy"] == "batched" and data["movedBins"] == [4, 5, 6, 7]
-    assert data["steps"][0] == {
-        "moves": [{"bin": b, "from": "exec-0", "to": "exec-1"} for b in (4, 5)]
-    }
+    assert data["steps"][0] == {"handOver": [{"from": "exec-0", "to": "exec-1", "bins": [4, 5]}]}
     assert data["steps"][1] == {"gap": True}
+    assert data["initial"] == [current[b] for b in range(16)]
+    assert MigrationPlan.from_dict(data) == plan_migration(
+        current, target, Strategy.BATCHED, batch_size=2, gap_batches=1
+    )
 
 
 @pytest.mark.parametrize(
@@ -239,17 +243,24 @@ def test_batched_steps_are_fewest_and_spread(migration, batch_size) -> None:
     current, target = migration
     plan = plan_migration(current, target, Strategy.BATCHED, batch_size=batch_size)
     moves = list(plan.moves)
-    assert plan.step_count == math.ceil(len(moves) / batch_size)
-    if not moves:
-        return
-    groups = non_interfering_steps(moves, math.ceil(len(moves) / max_degree(moves)))
-    smallest_group = min(len(group) for group in groups)
-    for step in plan.steps:
-        assert 1 <= len(step.moves) <= batch_size
-        # A step spans at most ceil(len / smallest group) + 1 groups, and an executor
-        # appears at most once per group.
-        bound = min(len(step.moves), math.ceil(len(step.moves) / smallest_group) + 1)
-        assert max_load(step) <= bound
+    # Fewest per Chi wave (an executor passes bins on only after taking its own).
+    in_waves = waves(plan_meta_topology(current, target))
+    per_wave = [sum(len(e.bins) for e in wave) for wave in in_waves]
+    assert plan.step_count == sum(math.ceil(n / batch_size) for n in per_wave)
+    first = 0
+    for count in per_wave:  # each wave's steps are its moves' Megaphone groups
+        wave_steps = plan.steps[first : first + math.ceil(count / batch_size)]
+        first += len(wave_steps)
+        wave_moves = [m for step in wave_steps for m in step.moves]
+        groups = non_interfering_steps(wave_moves, math.ceil(count / max_degree(wave_moves)))
+        smallest_group = min(len(group) for group in groups)
+        for step in wave_steps:
+            assert 1 <= len(step.moves) <= batch_size
+            # A step spans at most ceil(len / smallest group) + 1 groups, and an executor
+            # appears at most once per group.
+            bound = min(len(step.moves), math.ceil(len(step.moves) / smallest_group) + 1)
+            assert max_load(step) <= bound
+    assert first == len(plan.steps) and len(moves) == sum(per_wave)
 
 
 @given(migrations())

@@ -156,11 +156,13 @@ def test_two_successful_attempts_of_one_bin_are_flagged() -> None:
 
 def test_driver_actions_from_a_reconfiguration() -> None:
     spec = {"moves": [{"bins": [3, 5], "to": "1"}], "migration": {"strategy": "fluid"}}
-    assert driver_action("p-1", spec) == {
+    plan = {"migration": {"strategy": "fluid", "initial": ["0"] * 8, "steps": []}}
+    assert driver_action("p-1", spec, plan) == {
         "action": "move-bins",
         "planId": "p-1",
         "moves": [{"bins": [3, 5], "to": "1"}],
         "migration": {"strategy": "fluid"},
+        "plan": plan["migration"],  # carried out as given
     }
     rescale = driver_action("p-2", {"rescale": {"executors": 3}})
     assert rescale is not None and rescale["action"] == "request-executors"
