@@ -3,10 +3,11 @@
 Handlers only translate between HTTP and the hub. Bad input is answered with
 `{"errors": [{"field", "reason"}]}` (400 malformed, 401 token, 403 a role that may not call
 the route or a worker id whose secret the caller lacks, 409 busy, 413 too large, 422
-unknown to the job) and never reaches the running
-job: every body is read by `read_json` and validated against its model
-(`swivel.protocol`) before the hub changes anything; every answer is rendered from its
-model too, and openapi.yaml is generated from both (`swivel openapi`). Which role calls which route is the `ROUTES` table (auth.py says why).
+unknown to the job) and never reaches the running job: every body is read by `read_json`
+and validated against its model (`swivel.protocol`) before the hub changes anything.
+Every answer is rendered from its model too, and openapi.yaml is generated from the models
+and `ROUTES` (`swivel openapi`). Which role calls which route is the `ROUTES` table
+(auth.py says why).
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def _errors(status: int, problems: Iterable[FieldProblem]) -> web.Response:
     return _answer(Errors.of(problems), status)
 
 
-def _answer(document: Document, status: int = 200, **headers: str) -> web.Response:
-    return web.json_response(document.to_wire(), status=status, headers=headers or None)
+def _answer(document: Document, status: int = 200) -> web.Response:
+    return web.json_response(document.to_wire(), status=status)
 
 
 @web.middleware

@@ -7,10 +7,12 @@ models (`to_wire`), and the agent's OpenAPI document is generated from them
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from swivel.api.errors import FieldProblem
 from swivel.protocol.documents import Document, WorkerId
 from swivel.protocol.snapshots import Snapshot
 
@@ -29,8 +31,7 @@ class Errors(Document):
     running_plan: str | None = None  # a 409 busy: the plan in flight
 
     @classmethod
-    def of(cls, problems: Any, running_plan: str | None = None) -> Errors:
-        """From `FieldProblem`s (or anything with `field` and `reason`)."""
+    def of(cls, problems: Iterable[FieldProblem], running_plan: str | None = None) -> Errors:
         listed = [Problem(field=p.field, reason=p.reason) for p in problems]
         return cls(errors=listed, running_plan=running_plan)
 
