@@ -8,7 +8,7 @@ fails when a route has no entry here or an entry names no route.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -76,7 +76,6 @@ class Operation:
     parameters: tuple[dict[str, Any], ...] = ()
     description: str | None = None
     open: bool = False  # no token needed (kubelet probes)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def query(name: str, schema: dict[str, Any], description: str | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 COMPONENTS = "#/components/schemas/"
 _DROPPED_KEYS = frozenset({"title", "$defs", "propertyNames", "discriminator"})
@@ -26,13 +26,10 @@ def component_name(model: type[BaseModel]) -> str:
 
 
 def openapi_schema(
-    model: type[BaseModel] | TypeAdapter[Any], mode: Mode, components: frozenset[str]
+    model: type[BaseModel], mode: Mode, components: frozenset[str]
 ) -> dict[str, Any]:
-    """The OpenAPI 3.0 schema of `model` (a model, or a TypeAdapter over a list of them)."""
-    if isinstance(model, TypeAdapter):
-        schema = model.json_schema(by_alias=True, mode=mode)
-    else:
-        schema = model.model_json_schema(by_alias=True, mode=mode)
+    """The OpenAPI 3.0 schema of `model`; the models named in `components` are `$ref`s."""
+    schema = model.model_json_schema(by_alias=True, mode=mode)
     return _convert(schema, schema.get("$defs", {}), components)
 
 
