@@ -67,7 +67,14 @@ from swivel.operator.policy_decisions import (
     round_inputs,
     stale_after_s,
 )
-from swivel.operator.policy_rounds import FLUX_POLICIES, advanced, epoch, keep, received_at
+from swivel.operator.policy_rounds import (
+    FLUX_POLICIES,
+    advanced,
+    epoch,
+    keep,
+    kept_of,
+    received_at,
+)
 
 
 class _Status:
@@ -243,14 +250,21 @@ async def _flux_round(
             f"{name} waits: the latest loads predate the end of the last move phase",
         )
         return None
-    recon = _flux(name, job, owner, loads, now=now, status=status)
+    recon = _flux(name, job, owner, loads, now=now, status=status, schedule=schedule)
     if recon is None:
         await keep(ctx, body, name, schedule.without_moves(epoch(now), flux_policy(job, name)))
     return recon
 
 
 def _flux(
-    name: str, job: StreamJob, owner: Owner, loads: Loads, *, now: datetime, status: _Status
+    name: str,
+    job: StreamJob,
+    owner: Owner,
+    loads: Loads,
+    *,
+    now: datetime,
+    status: _Status,
+    schedule: RoundSchedule,
 ) -> dict[str, Any] | None:
     decision = decide_memory(job, loads) if name == "memory" else decide_rebalance(job, loads)
     if not decision.moved:
@@ -258,7 +272,11 @@ def _flux(
         status.report(name, "PolicyNoMove", f"{name}: no bin moves ({'; '.join(outcomes)})")
         return None
     status.acted(name)
-    inputs = round_inputs(name, loads, decision)
+    inputs = {
+        **round_inputs(name, loads, decision),
+        "collectionSeconds": round(schedule.collection_s, 3),  # the phase this round ended
+        "collectingSince": kept_of(schedule).collecting_since.isoformat().replace("+00:00", "Z"),
+    }
     return automatic_reconfiguration(owner, name, moves_of(decision), now, inputs=inputs)
 
 
