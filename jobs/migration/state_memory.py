@@ -7,9 +7,11 @@ What Spark 4.3 exposes (checked on PySpark 4.3.0, docs/migration.md "State memor
   `numRowsTotal`, and custom metrics (HDFS: `stateOnCurrentVersionSizeBytes`; RocksDB:
   `rocksdbPinnedBlocksMemoryUsage`, `rocksdbSstFileSize`, ...), all per-operator totals;
 - per *partition*, only `SnapshotLastUploaded.partition_<p>_<store>` (a version number,
-  not memory). The per-task values of the state SQL metrics reach the listener bus, but
-  the status REST API drops SQL accumulators from its task data, and the executors'
-  `StateStoreProvider`s are not reachable from the driver.
+  not memory). Each task's value of the state SQL metric ("memory used by state") is in
+  the JVM's task-end events, but the status REST API drops SQL accumulators from its task
+  data, a Python listener sees only progress events, and the executors'
+  `StateStoreProvider`s are not reachable from the driver (a JVM `SparkListener` could
+  read them: not done).
 
 So a bin's bytes are *attributed*, not measured: for every stateful operator, the bin's
 rows in that operator's store (the `statestore` reader, the store's own rows) times that
