@@ -19,11 +19,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from swivel.api.streamjob import PolicyRound, StreamJob
 from swivel.controllers.flux import RoundSchedule
 from swivel.operator.contexts import OperatorContext
 from swivel.operator.joblabels import reconfigurations_of
-from swivel.operator.jobstatuses import current_status, job_lock, write_job_status
+from swivel.operator.jobstatuses import freshest, job_lock, write_job_status
 from swivel.operator.naming import Owner
 from swivel.operator.policy_decisions import flux_policy
 
@@ -62,8 +64,16 @@ def kept_of(schedule: RoundSchedule, reconfiguration: str | None = None) -> Poli
 
 
 def kept_rounds(ctx: OperatorContext, body: Mapping[str, Any]) -> dict[str, PolicyRound]:
-    """The rounds as the freshest status the operator knows has them."""
-    return dict(current_status(ctx, body).policy_rounds)
+    """The rounds as the freshest status the operator knows has them, each read on its own
+    (one that does not validate counts as absent: the policy starts its rounds afresh)."""
+    raw = (freshest(ctx, body).get("status") or {}).get("policyRounds") or {}
+    rounds: dict[str, PolicyRound] = {}
+    for name, kept in raw.items() if isinstance(raw, Mapping) else ():
+        try:
+            rounds[str(name)] = PolicyRound.model_validate(kept)
+        except ValidationError:
+            continue
+    return rounds
 
 
 async def keep(

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import PolicyRound, StreamJobStatus
 from swivel.controllers.flux import LoadBalancePolicy, MemoryPolicy, RoundSchedule
+from swivel.operator.contexts import OperatorContext
 from swivel.operator.policy_decisions import flux_policy
-from swivel.operator.policy_rounds import kept_of, received_at, schedule_of
+from swivel.operator.policy_rounds import kept_of, kept_rounds, received_at, schedule_of
 
 ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 11, 25, 18, 0, tzinfo=UTC).timestamp()
@@ -72,3 +73,13 @@ def test_the_spec_interval_is_fluxs_minimum_and_first_collection_phase() -> None
 def test_loads_are_dated_by_the_operators_clock() -> None:
     now = datetime.fromtimestamp(NOW, UTC)
     assert received_at(now, 12.5) == NOW - 12.5
+
+
+def test_a_kept_round_that_does_not_validate_counts_as_absent() -> None:
+    good = kept_of(RoundSchedule.start(POLICY, NOW)).to_manifest()
+    body = {
+        "metadata": {"namespace": "ns", "name": "job", "uid": "u"},
+        "status": {"policyRounds": {"rebalance": good, "memory": {"collectionSeconds": -1}}},
+    }
+    ctx = OperatorContext(cluster=None, agents=None)  # type: ignore[arg-type]
+    assert set(kept_rounds(ctx, body)) == {"rebalance"}
