@@ -25,8 +25,8 @@ from swivel.api.errors import FieldProblem
 from swivel.jobs.agent.acks import AcksRejected, parse_acks
 from swivel.jobs.agent.auth import Handler, Role, bearer_auth
 from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.intake import PlanRejected
 from swivel.jobs.agent.loads import LoadsRejected
-from swivel.jobs.agent.submissions import PlanRejected
 from swivel.jobs.control.identity import WORKER_SECRET_HEADER
 from swivel.protocol.answers import (
     ActionMarked,

@@ -9,20 +9,15 @@ queue itself is driver_actions.py; the latest loads latest_loads.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from swivel.api.phases import FINAL_PHASES, PlanPhase
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.batches import Batches
-from swivel.jobs.agent.configuration import ConfigChannel
-from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, MIGRATION_ACTIONS, DriverActions
-from swivel.jobs.agent.latest_loads import LatestLoads
-from swivel.jobs.agent.ledger import PlanLedger
-from swivel.jobs.agent.metrics import AgentMetrics
+from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, MIGRATION_ACTIONS
+from swivel.jobs.agent.parts import HubParts
 from swivel.jobs.agent.plans import PlanRecord
-from swivel.jobs.agent.store import DurableState
 from swivel.protocol.bodies import CoordinationReport, MigrationReport, ProgressReport
 from swivel.protocol.documents import BodyRejected
 
@@ -30,21 +25,11 @@ MAX_BATCH_JUMP = 1_000_000  # a driver's batch id this far beyond the last one i
 
 
 class DriverChannel:
-    def __init__(  # noqa: PLR0917 - the parts the driver's reports feed
-        self,
-        state: DurableState,
-        save: Callable[[], None],
-        ledger: PlanLedger,
-        config: ConfigChannel,
-        actions: DriverActions,
-        loads: LatestLoads,
-        batches: Batches,
-        metrics: AgentMetrics,
-        clock: Callable[[], float],
-    ) -> None:
-        self._state, self._save, self._ledger, self._config = state, save, ledger, config
-        self._actions, self.loads, self._batches = actions, loads, batches
-        self._metrics, self._clock = metrics, clock
+    def __init__(self, parts: HubParts) -> None:
+        """`parts`: what the driver's reports feed (parts.py)."""
+        self._state, self._save, self._ledger = parts.state, parts.save, parts.ledger
+        self._config, self._actions, self._loads = parts.config, parts.actions, parts.loads
+        self._batches, self._metrics, self._clock = parts.batches, parts.metrics, parts.clock
         self.ready = False  # the driver reported a batch: the job runs (GET /readyz)
 
     # -- batches ----------------------------------------------------------------------------
@@ -117,7 +102,7 @@ class DriverChannel:
             self._actions.mark_done(
                 lambda a: a.get("planId") == plan_id and a.get("action") in MIGRATION_ACTIONS
             )
-            self.loads.forget()  # anything measured meanwhile saw a placement in motion
+            self._loads.forget()  # anything measured meanwhile saw a placement in motion
         if phase == "Failed":
             self._ledger.fail(record, str(report.get("message") or "the bin migration failed"))
             self._ledger.refresh()  # `fail` saved it

@@ -4,7 +4,7 @@ The parts, by responsibility (each reads in one sitting):
 
 - configuration.py `ConfigChannel`: versions, the snapshot workers run, its long-poll;
 - workers.py `WorkerRegistry` (and acks.py, their validation): who runs what, who is alive;
-- ledger.py `PlanLedger` and accepting.py `PlanIntake`: plans from acceptance to
+- ledger.py `PlanLedger` and intake.py `PlanIntake`: plans from acceptance to
   completion, failure or timeout, and their documents' long-poll;
 - driver_channel.py `DriverChannel`: batches, migrations, loads, coordination, actions.
 
@@ -28,18 +28,18 @@ from typing import Any
 from swivel.api.phases import PlanPhase
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.accepting import PlanIntake
 from swivel.jobs.agent.acks import parse_acks
 from swivel.jobs.agent.batches import Batches
 from swivel.jobs.agent.configuration import ConfigChannel
 from swivel.jobs.agent.driver_actions import DriverActions
 from swivel.jobs.agent.driver_channel import DriverChannel
+from swivel.jobs.agent.intake import PlanIntake, initial_operators
 from swivel.jobs.agent.latest_loads import LatestLoads
 from swivel.jobs.agent.ledger import PlanLedger
 from swivel.jobs.agent.metrics import AgentMetrics
+from swivel.jobs.agent.parts import HubParts
 from swivel.jobs.agent.plans import PlanRecord
 from swivel.jobs.agent.store import DurableState, StateStore
-from swivel.jobs.agent.submissions import Planner, default_planner, initial_operators
 from swivel.jobs.agent.workers import WorkerRegistry
 from swivel.protocol.answers import Topology, TopologyOperator, TopologyWorker
 from swivel.protocol.snapshots import Snapshot
@@ -52,7 +52,6 @@ class Hub:
         job_name: str,
         *,
         store: StateStore | None = None,
-        planner: Planner = default_planner,
         clock: Callable[[], float] = time.time,
         worker_ttl_s: float = 30.0,
         forget_after_s: float | None = None,
@@ -94,15 +93,15 @@ class Hub:
             state, save, self.registry, self._batches, self.config, self._actions,
             self.metrics, clock, plan_timeout_s=plan_timeout_s, worker_ttl_s=worker_ttl_s,
         )  # fmt: skip
+        parts = HubParts(
+            state=state, save=save, ledger=self.ledger, config=self.config,
+            actions=self._actions, loads=self._loads, batches=self._batches,
+            metrics=self.metrics, clock=clock,
+        )  # fmt: skip
         self.intake = PlanIntake(
-            job, job_name, state, save, self.ledger, self.config, self._actions, self._loads,
-            self._batches, self.metrics, clock,
-            planner=planner, migrations=migrations, schedule_dir=schedule_dir,
-        )  # fmt: skip
-        self.driver = DriverChannel(
-            state, save, self.ledger, self.config, self._actions, self._loads, self._batches,
-            self.metrics, clock,
-        )  # fmt: skip
+            job, job_name, parts, migrations=migrations, schedule_dir=schedule_dir
+        )
+        self.driver = DriverChannel(parts)
         self._resume_accepted_plan()
         if self._actions.settle(self.active_plan):
             self._save()

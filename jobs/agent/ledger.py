@@ -1,6 +1,6 @@
 """The plan ledger: the plans the agent holds, their documents, and when one finishes.
 
-A plan changes only where the agent learns something: an acceptance (accepting.py), a
+A plan changes only where the agent learns something: an acceptance (intake.py), a
 worker's acks (`record_acks`), a driver report (driver_channel.py), and time (a plan timing
 out, a worker ageing out), which the app's periodic task (`Hub.tick`) brings in. Each of
 these ends in `settle`: complete or fail the active plan when due, then re-render the

@@ -26,7 +26,7 @@ from swivel.api.errors import FieldProblem
 from swivel.controllers.checker import Verdict
 from swivel.controllers.shapes import CompileError, Region, plan_shape
 from swivel.jobs.agent.hub import Hub
-from swivel.jobs.agent.submissions import PlanRejected
+from swivel.jobs.agent.intake import PlanRejected
 from swivel.jobs.runtime.feeds import FileFeed, publish
 from swivel.jobs.runtime.testing import check_recorded, memory_rows, start_bounded
 from swivel.protocol.snapshots import Snapshot

@@ -11,8 +11,8 @@ from swivel.api.manifests import load_streamjob
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent.acks import AcksRejected
 from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.intake import PlanRejected
 from swivel.jobs.agent.store import StateStore
-from swivel.jobs.agent.submissions import PlanRejected
 
 PARSE = "swivel.jobs.examples.fraud:parse"
 JOB = load_streamjob(

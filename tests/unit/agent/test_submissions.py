@@ -8,7 +8,7 @@ import pytest
 
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent.hub import Hub
-from swivel.jobs.agent.submissions import PlanRejected, parse_submission
+from swivel.jobs.agent.intake import PlanRejected, parse_submission
 
 COUNTING = "swivel.jobs.examples.probes:counting"
 PARSE = "swivel.jobs.examples.fraud:parse"
