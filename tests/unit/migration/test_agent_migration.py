@@ -11,8 +11,9 @@ import pytest
 
 from swivel.api.manifests import load_streamjob
 from swivel.jobs.agent.hub import Hub
+from swivel.jobs.agent.intake import PlanRejected
 from swivel.jobs.agent.store import StateStore
-from swivel.jobs.agent.submissions import PlanRejected
+from swivel.operator.reconciling import from_agent_plan
 from tests.fakes_migration import placement_loads, round_robin
 
 JOB = load_streamjob(
@@ -81,6 +82,23 @@ def test_a_moves_plan_completes_on_the_drivers_report(tmp_path: Path) -> None:
         done = hub.plan(record.id)
         assert done.phase.value == "Completed" and hub.active_plan is None
         assert hub.plan_document(done)["progress"]["binsMoved"] == 2
+        # ... and the Reconfiguration's status shows the executed order (operator side)
+        status = from_agent_plan(hub.plan_document(done)).updates["progress"]
+        assert [(h.step, h.from_, h.to, h.bins, h.batch) for h in status.hand_over] == [
+            (1, "0", "1", [1], 8)
+        ]
+
+    asyncio.run(scenario())
+
+
+def test_a_stale_plan_fails_the_reconfiguration_with_the_drivers_reason(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        hub = make_hub(tmp_path, migrations=True)
+        record = hub.submit(moves_body())
+        reason = "the placement changed since the plan was made: bin 3 on 0 (planned from 1)"
+        hub.record_migration({"planId": record.id, "phase": "Failed", "message": reason})
+        decision = from_agent_plan(hub.plan_document(hub.plan(record.id)))
+        assert decision.phase.value == "Failed" and decision.message == reason
 
     asyncio.run(scenario())
 
