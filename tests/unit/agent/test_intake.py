@@ -117,6 +117,14 @@ def test_the_same_update_under_epoch_is_accepted() -> None:
     assert agent.submit(body("t", "epoch")).to_config_version == 2
 
 
+def test_the_naive_override_is_judged_as_naive_by_the_one_plan() -> None:
+    """The plan's refusals are those of the scheduler that runs it: naive switches t on its
+    own, and t runs once (below the union), so nothing is refused where fries is."""
+    naive = {**body("t", "fries"), "schedulerOverride": "naive"}
+    record = Hub(HEAD_SPLIT_JOB, "split").submit(naive)
+    assert record.scheduler == "naive" and record.plan["refused"] == []
+
+
 def issue_10_job(fan_out_from: str = "parse", s1: str = "keyed") -> StreamJobSpec:
     """Issue 10: payments -> parse -> {s1 (keyed), s2} -> u -> det (keyed) -> out. With
     `fan_out_from="payments"` the source itself feeds both branches (no parse)."""
