@@ -70,6 +70,7 @@ def command(job_path: Path, boundary_timeout: float) -> None:
     from swivel.jobs.runtime.compiling import job_snapshot
     from swivel.jobs.runtime.driver import JobRuntime
     from swivel.jobs.runtime.feeds import AgentFeed
+    from swivel.jobs.runtime.grouping import CoordinationGroups
 
     master, migrations, spec = driver_setup(job.spec)
     checkpoint = spec.checkpoint.location or f"{DEFAULT_CHECKPOINT_ROOT}/{job.name}"
@@ -83,6 +84,7 @@ def command(job_path: Path, boundary_timeout: float) -> None:
         name="".join(c if c.isalnum() else "_" for c in job.name),
         feed=AgentFeed(url, worker_token, job_snapshot(spec)),
         agent=AgentDriverChannel(url, token),
+        groups=CoordinationGroups(),  # Swivel's per-batch coordination, every g batches (AIMD)
     )
     runtime.start()
     migration = None
@@ -90,7 +92,13 @@ def command(job_path: Path, boundary_timeout: float) -> None:
         from swivel.jobs.migration.driver import start_migration_driver
 
         migration = start_migration_driver(
-            spark, spec.dataflow.bins, lambda: runtime.query, url, token, checkpoint=checkpoint
+            spark,
+            spec.dataflow.bins,
+            lambda: runtime.query,
+            url,
+            token,
+            checkpoint=checkpoint,
+            groups=runtime.groups,
         )
     how = "with bin migration" if migration is not None else "without bin migration"
     click.echo(f"swivel driver: {job.name} runs (master {master}, {how}, checkpoint {checkpoint})")

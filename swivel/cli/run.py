@@ -91,7 +91,10 @@ def command(  # click passes every option by name
     if master is not None:
         os.environ["SWIVEL_AGENT_MIGRATIONS"] = "1"  # the agent accepts moves and rescales
     cluster, spark = _session(job, folder, master)
-    embedded = EmbeddedJob(job, folder, spark, record_schedule=record_schedule)
+    from swivel.jobs.runtime.grouping import CoordinationGroups
+
+    groups = CoordinationGroups()  # Swivel's per-batch coordination, every g batches (AIMD)
+    embedded = EmbeddedJob(job, folder, spark, record_schedule=record_schedule, groups=groups)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops cleanly too
     migration: Any = None
     loop: Any = None
@@ -273,6 +276,7 @@ def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[
         agent.url,
         agent.driver_token,
         checkpoint=checkpoint,
+        groups=embedded.groups,
     )
     if policy is None:
         return migration, None
