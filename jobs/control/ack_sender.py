@@ -31,6 +31,8 @@ MAX_QUEUED_ACKS = 10_000
 # retried; a 403 or 409 naming `pid` (the agent forgot this worker, or its id is another
 # process's) first enrols again (identity.py).
 DROPPED_ACK_STATUSES = frozenset({400, 401, 403, 413, 422})
+# What makes an ack a duplicate: (operator, function version, configuration version, kind).
+AckKey = tuple[str, int, int, str]
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +50,16 @@ class AckSender:
         self._connect, self._identity = connect, identity
         self._stopped, self._clock = stopped, clock
         self._acks: list[dict[str, Any]] = []
-        self._acked: set[tuple[str, int, int, str]] = set()
+        self._acked: set[AckKey] = set()
         self._ready = threading.Condition()
 
-    def add(  # noqa: PLR0917 - the ack's fields, as the control client takes them
-        self,
-        operator: str,
-        version: int,
-        config_version: int,
-        partition: int | None,
-        batch_id: int | None,
-        kind: str,
-        at: float | None,
+    def add(
+        self, key: AckKey, partition: int | None, batch_id: int | None, at: float | None
     ) -> None:
-        """Queue one ack (`at`: when; now by default); a duplicate is dropped."""
-        key = (operator, version, config_version, kind)
+        """Queue one ack (`at`: when; now by default); a duplicate of `key` is dropped."""
         if key in self._acked:
             return
+        operator, version, config_version, kind = key
         entry = {  # the worker id is added when sent: it may change (identity.py)
             "operator": operator,
             "version": version,

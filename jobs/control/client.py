@@ -123,7 +123,7 @@ class ControlClient:
         when; now by default); duplicates are dropped (ack_sender.py)."""
         if operator not in self._operators:
             self._operators = self._operators | {operator}
-        self._acks.add(operator, version, config_version, partition, batch_id, kind, at)
+        self._acks.add((operator, version, config_version, kind), partition, batch_id, at)
 
     # -- lifecycle ------------------------------------------------------------------------
 
