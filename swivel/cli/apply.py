@@ -96,10 +96,13 @@ async def _submit_and_follow(
 
 
 def _rejected(error: Any) -> None:
-    if error.status == 409:
+    if error.status == 409 and error.running_plan:
         raise click.ClickException(
             f"the job is busy with plan {error.running_plan}; try again when it completed"
         )
+    if error.status == 409:  # e.g. no placement from the driver yet to plan a migration from
+        reasons = "; ".join(str(e.get("reason", "")) for e in error.errors) or "the agent is busy"
+        raise click.ClickException(f"{reasons} (try again in a moment)")
     if error.status in (400, 422):
         problems = [FieldProblem(e.get("field", ""), e.get("reason", "")) for e in error.errors]
         for problem in problems:
