@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from swivel.cli.plan import command as plan
-from tests.unit.agent.test_submissions import issue_10_body, issue_10_job
+from tests.unit.agent.test_intake import issue_10_body, issue_10_job
 
 ROOT = Path(__file__).resolve().parents[3]
 FRAUD = ROOT / "examples" / "fraud-detection"
