@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from swivel.api.streamjob import StreamJob
-from tests.unit.agent.test_submissions import issue_10_body, issue_10_job
+from tests.unit.agent.test_intake import issue_10_body, issue_10_job
 
 from .conftest import AgentServer, register
 

@@ -13,7 +13,7 @@ from swivel.controllers.planning import (
     refusals,
     suggested_scheduler,
 )
-from tests.unit.agent.test_submissions import issue_10_body, issue_10_job
+from tests.unit.agent.test_intake import issue_10_body, issue_10_job
 
 UPDATES = ("s1", "s2", "det")
 COMPONENTS = [(("parse",), UPDATES)]
