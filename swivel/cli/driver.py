@@ -40,7 +40,7 @@ def driver_setup(spec: StreamJobSpec) -> tuple[str, bool, StreamJobSpec]:
     master = spec.spark_conf.get("spark.master", LOCAL_MASTER)
     if not migrates_bins(master):
         return master, False, spec
-    from swivel.jobs.migration.driver import migration_spark_conf
+    from swivel.jobs.migration.starting import migration_spark_conf
 
     conf = migration_spark_conf(spec.spark_conf)
     return master, True, spec.model_copy(update={"spark_conf": conf})
@@ -89,7 +89,7 @@ def command(job_path: Path, boundary_timeout: float) -> None:
     runtime.start()
     migration = None
     if migrations:
-        from swivel.jobs.migration.driver import start_migration_driver
+        from swivel.jobs.migration.starting import start_migration_driver
 
         migration = start_migration_driver(
             spark,

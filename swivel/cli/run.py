@@ -195,7 +195,7 @@ def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
     if master is None:
         return None, local_session(job.spec, folder / "spark.log")
     from swivel.jobs.migration.cluster import LocalCluster, free_port
-    from swivel.jobs.migration.driver import migration_spark_conf
+    from swivel.jobs.migration.starting import migration_spark_conf
     from swivel.jobs.spark_internals import SparkInternals
 
     executors = job.spec.executor.instances
@@ -265,7 +265,7 @@ def _jvm_memory(quantity: str, field: str) -> str:
 
 def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[Any, Any]:
     """The MigrationDriver beside the runtime, and the policy loop if one was asked for."""
-    from swivel.jobs.migration.driver import start_migration_driver
+    from swivel.jobs.migration.starting import start_migration_driver
 
     agent = embedded.agent
     checkpoint = str(folder / "checkpoint")

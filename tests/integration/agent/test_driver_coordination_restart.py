@@ -10,12 +10,8 @@ from typing import Any
 import pytest
 
 from swivel.jobs.control.driver_channel import AgentDriverChannel
-from swivel.jobs.migration.driver import (
-    DEFAULT_COORDINATION_INTERVAL_S,
-    MigrationDriver,
-    agent_coordination_interval,
-    start_migration_driver,
-)
+from swivel.jobs.migration.driver import DEFAULT_COORDINATION_INTERVAL_S, MigrationDriver
+from swivel.jobs.migration.starting import agent_coordination_interval, start_migration_driver
 from tests.fakes_migration import FakeMover, FakeSpark
 
 from .conftest import DRIVER_TOKEN
