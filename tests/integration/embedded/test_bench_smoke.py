@@ -7,6 +7,7 @@ at the next batch instead of after the surge has made batches long (`--surge-bat
 surge's backlog grows batch after batch, so on a loaded machine every later wait is longer),
 and no extra time on the cheap model (`--after-s 0`). Every scheduler still swaps the model
 inside a running micro-batch of the real job, and the schedule is still recorded and checked.
+`make test` runs fries and epoch; all five schedulers are `slow` (docs/benchmarks.md, "In CI").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,19 +72,23 @@ def _run(command: list[str], log: Path, workdir: Path) -> tuple[int, str]:
     return process.returncode, out
 
 
-def test_bench_prints_the_contract(tmp_path: Path) -> None:
+def _bench(tmp_path: Path, schedulers: str) -> dict[str, Any]:
     log, workdir = tmp_path / "bench.stderr", tmp_path / "work"
     returncode, out = _run(
         [sys.executable, "-m", "swivel", "bench", "reconfiguration", "--output", "json",
          "--trials", "1", "--size", "smoke", "--surge-batch-s", "0", "--after-s", "0",
-         "--workdir", str(workdir)],
+         "--schedulers", schedulers, "--workdir", str(workdir)],
         log,
         workdir,
     )  # fmt: skip
     assert returncode == 0, _tail(log)
-    document = json.loads(out)
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def _check_entries(document: dict[str, Any], expected: set[str]) -> None:
     schedulers = document["schedulers"]
-    assert set(schedulers) == {"fries", "epoch", "restart", "restart-warm", "naive"}
+    assert set(schedulers) == expected
     for name, entry in schedulers.items():
         assert set(entry["delay_ms"]) >= {"p50", "max"}
         assert set(entry["armed_ms"]) >= {"p50", "max"}
@@ -103,3 +109,21 @@ def test_bench_prints_the_contract(tmp_path: Path) -> None:
     assert document["goals"]["fries_no_violations"] is True
     assert document["control_channel"]["ratio"] > 0
     print("bench smoke:", json.dumps(document.get("setup")))
+
+
+def test_bench_prints_the_contract_for_fries_and_epoch(tmp_path: Path) -> None:
+    """In `make test`: the two schedulers that swap inside the running job (no restart's
+    JVM start and worker TTL, ~2-3 min of the five-scheduler run); the document's other
+    entries are the same code per scheduler."""
+    document = _bench(tmp_path, "fries,epoch")
+    _check_entries(document, {"fries", "epoch"})
+    assert document["ratios"]["fries/epoch"] is not None
+    assert document["ratios"]["fries/restart"] is None  # not run, and said so
+
+
+@pytest.mark.slow
+def test_bench_prints_the_contract(tmp_path: Path) -> None:
+    """Every scheduler, the cold and the warm restart included (`make test-slow`)."""
+    document = _bench(tmp_path, "fries,epoch,restart,restart-warm,naive")
+    _check_entries(document, {"fries", "epoch", "restart", "restart-warm", "naive"})
+    assert document["goals"]["naive_caught"] is not None

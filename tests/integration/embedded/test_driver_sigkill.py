@@ -557,6 +557,7 @@ def run_kills(tmp_path: Path, kills: int) -> str:
     )
 
 
+@pytest.mark.slow  # 100 s idle, 250-550 s loaded: `make test-slow`; test_driver_killed.py is the short variant in `make test`
 @pytest.mark.timeout(900)
 def test_driver_sigkilled_mid_reconfiguration(tmp_path: Path) -> None:
     print("\n" + run_kills(tmp_path, 1))
