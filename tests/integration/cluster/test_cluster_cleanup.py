@@ -2,7 +2,10 @@
 calling `stop()` -- SIGKILL (the kernel's parent-death signal ends the daemons), SIGTERM
 (the handler stops the cluster, then the process still dies of SIGTERM), or a plain exit
 (atexit) -- takes the master and worker JVMs (and their process groups) with it. A
-`start()` that fails (a worker exits early) stops what it started before it raises."""
+`start()` that fails (a worker exits early) stops what it started before it raises.
+
+Each test starts a cluster (~45 s on the 2-core machine): `make test` runs the SIGKILL and
+the failed start, `make test-slow` the SIGTERM handler and the plain exit too."""
 
 from __future__ import annotations
 
@@ -86,6 +89,7 @@ def test_sigkill_of_the_parent_ends_the_daemons(tmp_path: Path) -> None:
     _assert_gone(pids)
 
 
+@pytest.mark.slow  # ~45 s each (a cluster start); SIGKILL of the parent stays in `make test`
 def test_sigterm_stops_the_cluster_and_chains(tmp_path: Path) -> None:
     child, pids = _start(tmp_path, "sleep")
     child.send_signal(signal.SIGTERM)
@@ -94,6 +98,7 @@ def test_sigterm_stops_the_cluster_and_chains(tmp_path: Path) -> None:
     _assert_gone(pids, timeout=10)
 
 
+@pytest.mark.slow  # ~45 s each (a cluster start); SIGKILL of the parent stays in `make test`
 def test_exit_without_stop_ends_the_daemons(tmp_path: Path) -> None:
     child, pids = _start(tmp_path, "exit")
     assert child.wait(timeout=40) == 0
