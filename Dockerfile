@@ -10,6 +10,11 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/venv/bin:$PATH
+# A JDK here only: javac compiles the prewarm helper (jobs/jvm/src) against PySpark's jars;
+# the runtime stage keeps the JRE.
+RUN apt-get update \
+ && apt-get install --no-install-recommends -y openjdk-17-jdk-headless \
+ && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/venv
 WORKDIR /src
 # Dependencies first, from pyproject.toml alone (pyspark is most of the image): this layer
@@ -26,7 +31,9 @@ COPY swivel ./swivel
 COPY operator ./operator
 COPY controllers ./controllers
 COPY jobs ./jobs
+# The helper jar is written into the installed package (swivel/jobs/jvm/swivel-spark.jar).
 RUN pip install --no-deps . \
+ && python -m swivel.jobs.jvm.build --src jobs/jvm/src \
  && swivel --version
 
 # --- runtime ---------------------------------------------------------------------------

@@ -17,7 +17,14 @@ $(STAMP): pyproject.toml tools/pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]' -e ./tools
 	touch $(STAMP)
 
-setup: $(STAMP) ## Create .venv and install swivel, its dev dependencies and swivel-tools
+# The prewarm helper (jobs/jvm/src, docs/migration.md "Prewarmed moves"): compiled with the
+# JDK's javac against the installed PySpark's jars into jobs/jvm/swivel-spark.jar. Without
+# a javac it only warns: everything else runs without the jar.
+JAR := jobs/jvm/swivel-spark.jar
+$(JAR): $(STAMP) $(wildcard jobs/jvm/src/io/swivel/spark/*.java) jobs/jvm/build.py
+	$(BIN)/python -m swivel.jobs.jvm.build --force --optional
+
+setup: $(STAMP) $(JAR) ## Create .venv, install swivel, its dev dependencies and swivel-tools, build the JVM helper
 
 demo: $(STAMP) ## Run the main job: the fraud-detection demo on local Spark (3-5 minutes)
 	$(BIN)/swivel demo
@@ -38,7 +45,7 @@ lint: $(STAMP) ## ruff, mypy, import layers, CRD and OpenAPI drift
 unit: $(STAMP) ## Unit tests only (seconds)
 	$(BIN)/pytest tests/unit -q
 
-test: lint ## Everything CI runs: lint, then all tests but the ones marked unstable or slow
+test: lint $(JAR) ## Everything CI runs: lint, then all tests but the ones marked unstable or slow
 	$(BIN)/pytest -q -m "not unstable and not slow"
 
 test-slow: $(STAMP) ## The long fault-injection runs (marked slow; docs/reliability.md)

@@ -9,6 +9,8 @@ changes this file only:
 - executors of a running application: `SparkContext.requestTotalExecutors` /
   `killExecutors` (developer APIs; standalone and Kubernetes scheduler backends);
 - the locality wait, changed at runtime through the live `SparkConf`;
+- prewarmed moves: a bin loaded on its target ahead of the switch (`prewarm`,
+  `switch_prewarmed`; jobs/spark_prewarm.py and its JVM helper);
 - which executor ran each task, and executor metrics, from the status REST API
   (`/api/v1/applications/...`, needs `spark.ui.enabled`).
 
@@ -26,9 +28,12 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swivel.jobs.control.connection import get_json
+
+if TYPE_CHECKING:
+    from swivel.jobs.spark_prewarm import StatePrewarm
 
 SUPPORTED = ("4.3.",)
 STORE_DEFAULT = "default"
@@ -157,6 +162,38 @@ class SparkInternals:
     def _report_active(self, provider_id: Any, host: str, executor: str) -> None:
         empty = self._utils.toSeq(self._jvm.java.util.ArrayList())
         self._coordinator().reportActiveInstance(provider_id, host, executor, empty)
+
+    # -- prewarmed moves (jobs/spark_prewarm.py: a JVM helper, docs/migration.md) ----------
+
+    def prewarmer(self) -> StatePrewarm:
+        if getattr(self, "_prewarmer", None) is None:
+            from swivel.jobs.spark_prewarm import StatePrewarm
+
+            self._prewarmer = StatePrewarm(self)
+        return self._prewarmer
+
+    def prewarm(
+        self,
+        query: Any,
+        bins: Iterable[int],
+        target: str,
+        host: str,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+    ) -> list[dict[str, Any]]:
+        """Load `bins` on executor `target` at the last committed version while their owners
+        keep serving them (a Spark job on `target`; call it off the batch path)."""
+        return self.prewarmer().prewarm(query, bins, target, host, stores=stores)
+
+    def switch_prewarmed(
+        self,
+        query: Any,
+        bins: Iterable[int],
+        target: str,
+        host: str,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+    ) -> list[dict[str, Any]]:
+        """At a boundary: `set_location` for `bins` and hand the prewarmed copies to them."""
+        return self.prewarmer().switch(query, bins, target, host, stores=stores)
 
     # -- locality wait ------------------------------------------------------------------
 

@@ -1,0 +1,424 @@
+/*
+ * Swivel: load a moved bin's state on its target executor ahead of the switch
+ * (docs/migration.md, "Prewarmed moves: what Spark allows").
+ *
+ * Checked against Spark 4.3.0 only (jobs/spark_prewarm.py refuses other versions). It uses
+ * private[sql] Spark classes (public in bytecode) and, for the switch, reflection on
+ * StateStore's private `loadedProviders` map.
+ *
+ * Why a *shadow* provider id: on an executor, StateStore.getStateStoreProvider reports every
+ * provider it loads to the driver's StateStoreCoordinator as the active instance, and both
+ * eviction paths (the report's providerIdsToUnload on the executor's next state-store task,
+ * and maintenance's verifyIfInstanceActive every spark.sql.streaming.stateStore.
+ * maintenanceInterval) drop any loaded provider whose coordinator location is another
+ * executor. A copy of bin p loaded under the query's own provider id on the target while
+ * the old owner still serves p would either re-point the coordinator (the bin moves at
+ * once, not at the boundary) or be evicted. So the prewarm loads it under the same
+ * StateStoreId (same checkpoint files) with a different queryRunId, which the scheduler
+ * never asks about; the coordinator holds that shadow id at the target, so nothing evicts
+ * it. At the boundary the driver re-points the real id and `activate` moves the loaded
+ * provider from the shadow key to the real key of the target's loadedProviders; the next
+ * batch's StateStore.get finds it there and loads only the versions since the prewarm.
+ */
+package io.swivel.spark;
+
+import java.io.Serializable;
+import java.lang.ref.WeakReference;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.function.Function;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution$;
+import org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
+import org.apache.spark.sql.execution.streaming.state.SchemaHelper;
+import org.apache.spark.sql.execution.streaming.state.StateStore$;
+import org.apache.spark.sql.execution.streaming.state.StateStoreColFamilySchema;
+import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
+import scala.Option;
+import scala.Tuple2;
+import scala.collection.mutable.HashMap;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag$;
+
+public final class StatePrewarm {
+  /** Bumped when the wire format of `run` changes; the Python side checks it. */
+  public static final int API = 1;
+
+  /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
+  private static final String JOB_DESCRIPTION = "spark.job.description";
+
+  /** Executor side: real provider id -> the provider object a prewarm loaded for it. */
+  private static final ConcurrentHashMap<String, WeakReference<StateStoreProvider>> PREWARMED =
+      new ConcurrentHashMap<>();
+
+  private StatePrewarm() {}
+
+  /** `API`, as a method: py4j reaches static methods more reliably than static fields. */
+  public static int api() {
+    return API;
+  }
+
+  /** The shadow run id of a query run: stable, so driver and executors agree on it. */
+  public static UUID shadowRunId(UUID runId) {
+    return UUID.nameUUIDFromBytes(("swivel-prewarm:" + runId).getBytes(StandardCharsets.UTF_8));
+  }
+
+  public static String shadowRunId(String runId) {
+    return shadowRunId(UUID.fromString(runId)).toString();
+  }
+
+  /**
+   * The key and value schema (JSON) of a store, read from its schema file as
+   * StateSchemaCompatibilityChecker.readSchemaFile does: `<store of partition 0>/_metadata/
+   * schema`, a version string then the schemas. Only single-column-family stores (schema
+   * v1/v2: aggregations, dedup, (flat)MapGroupsWithState, applyInPandasWithState, joins).
+   */
+  public static String[] readSchema(Configuration hadoopConf, String root, long operatorId,
+      String storeName) throws Exception {
+    Path store = new StateStoreId(root, operatorId, 0, storeName).storeCheckpointLocation();
+    Path file = new Path(new Path(store, "_metadata"), "schema");
+    FileSystem fs = file.getFileSystem(hadoopConf);
+    try (FSDataInputStream in = fs.open(file)) {
+      String version = in.readUTF();
+      scala.collection.immutable.List<StateStoreColFamilySchema> schemas =
+          SchemaHelper.SchemaReader$.MODULE$.createSchemaReader(version).read(in);
+      if (schemas.size() != 1) {
+        throw new IllegalStateException("store " + store + " has " + schemas.size()
+            + " column families (" + version + "): prewarm supports one");
+      }
+      StateStoreColFamilySchema schema = schemas.head();
+      return new String[] {schema.keySchema().json(), schema.valueSchema().json(), version};
+    }
+  }
+
+  /** One unit of work: a bin (of one store) on one executor. */
+  public static final class Spec implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final String action;
+    final String executorId;
+    final String root;
+    final long operatorId;
+    final int partition;
+    final String storeName;
+    final String runId;
+    final long version;
+    final String keySchema;
+    final String valueSchema;
+
+    Spec(String action, String executorId, String root, long operatorId, int partition,
+        String storeName, String runId, long version, String keySchema, String valueSchema) {
+      this.action = action;
+      this.executorId = executorId;
+      this.root = root;
+      this.operatorId = operatorId;
+      this.partition = partition;
+      this.storeName = storeName;
+      this.runId = runId;
+      this.version = version;
+      this.keySchema = keySchema;
+      this.valueSchema = valueSchema;
+    }
+
+    StateStoreId storeId() {
+      return new StateStoreId(root, operatorId, partition, storeName);
+    }
+
+    StateStoreProviderId real() {
+      return new StateStoreProviderId(storeId(), UUID.fromString(runId));
+    }
+
+    StateStoreProviderId shadow() {
+      return new StateStoreProviderId(storeId(), shadowRunId(UUID.fromString(runId)));
+    }
+
+    String key() {
+      return root + "|" + operatorId + "|" + partition + "|" + storeName + "|" + runId;
+    }
+  }
+
+  /**
+   * Runs `action` (prewarm | activate | probe | release) for each `targets` entry
+   * "partition\texecutorId\thost", one task per entry preferring exactly that executor
+   * (ExecutorCacheTaskLocation); a task that lands elsewhere does nothing and says so.
+   * Returns one JSON object per entry. Blocks until the job ends.
+   */
+  public static List<String> run(SparkContext sc, SQLConf sqlConf, Configuration hadoopConf,
+      String action, List<String> targets, String root, long operatorId, String storeName,
+      String runId, long version, String keySchema, String valueSchema) {
+    List<Tuple2<Spec, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
+    for (String target : targets) {
+      String[] parts = target.split("\t", -1);
+      int partition = Integer.parseInt(parts[0]);
+      String executorId = parts[1];
+      String host = parts[2];
+      Spec spec = new Spec(action, executorId, root, operatorId, partition, storeName, runId,
+          version, keySchema, valueSchema);
+      List<String> where = new ArrayList<>();
+      where.add("executor_" + host + "_" + executorId);
+      items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
+    }
+    RDD<Spec> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
+        ClassTag$.MODULE$.apply(Spec.class));
+    StateStoreConf storeConf = new StateStoreConf(sqlConf,
+        scala.collection.immutable.Map$.MODULE$.<String, String>empty());
+    Runner runner = new Runner(storeConf, new SerializableConfiguration(hadoopConf));
+    // Inside foreachBatch this thread carries the batch's description ("... batch = N"),
+    // which the adapter uses to find a batch's jobs: ours get their own, then it is restored.
+    String description = sc.getLocalProperty(JOB_DESCRIPTION);
+    sc.setJobDescription("swivel: " + action + " " + targets.size() + " bin(s)");
+    try {
+      return rdd.toJavaRDD().map(runner).collect();
+    } finally {
+      sc.setLocalProperty(JOB_DESCRIPTION, description);
+    }
+  }
+
+  /** The task body. */
+  static final class Runner implements Function<Spec, String> {
+    private static final long serialVersionUID = 1L;
+    private final StateStoreConf storeConf;
+    private final SerializableConfiguration hadoopConf;
+
+    Runner(StateStoreConf storeConf, SerializableConfiguration hadoopConf) {
+      this.storeConf = storeConf;
+      this.hadoopConf = hadoopConf;
+    }
+
+    @Override
+    public String call(Spec spec) throws Exception {
+      String here = SparkEnv.get().executorId();
+      Json out = new Json().put("partition", spec.partition).put("store", spec.storeName)
+          .put("operator", spec.operatorId).put("executor", here).put("action", spec.action);
+      if (!here.equals(spec.executorId)) {
+        return out.put("status", "wrong-executor").put("wanted", spec.executorId).toString();
+      }
+      switch (spec.action) {
+        case "prewarm":
+          return prewarm(spec, out);
+        case "activate":
+          return activate(spec, out);
+        case "probe":
+          return probe(spec, out);
+        case "release":
+          return release(spec, out);
+        default:
+          return out.put("status", "unknown-action").toString();
+      }
+    }
+
+    private String prewarm(Spec spec, Json out) throws Exception {
+      StateStoreProviderId real = spec.real();
+      StateStoreProviderId shadow = spec.shadow();
+      if (StateStore$.MODULE$.isLoaded(real)) {
+        return out.put("status", "already-loaded").toString();  // it serves (served) the bin
+      }
+      StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
+      StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
+      KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
+      long start = System.nanoTime();
+      // Loads (or reuses) the provider under the shadow id: getStateStoreProvider reports the
+      // shadow id active here, so neither eviction path touches it; getReadStore loads the
+      // version (HDFS: snapshot + deltas into loadedMaps; RocksDB: the checkpoint files).
+      ReadStateStore store = StateStore$.MODULE$.getReadOnly(shadow, keySchema, valueSchema,
+          encoder, spec.version, Option.empty(), Option.empty(), false, storeConf,
+          new Configuration(hadoopConf.value()), false);
+      store.abort();
+      double ms = (System.nanoTime() - start) / 1e6;
+      StateStoreProvider provider = loaded(shadow);
+      if (provider != null) {
+        PREWARMED.put(spec.key(), new WeakReference<>(provider));
+      }
+      return out.put("status", provider != null ? "loaded" : "evicted")
+          .put("version", spec.version).put("load_ms", ms)
+          .put("provider", provider == null ? 0 : System.identityHashCode(provider))
+          .toString();
+    }
+
+    private String activate(Spec spec, Json out) throws Exception {
+      StateStoreProviderId real = spec.real();
+      StateStoreProviderId shadow = spec.shadow();
+      HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
+      StateStoreProvider leftover = null;
+      String status;
+      StateStoreProvider moved = null;
+      synchronized (providers) {  // StateStore's own lock on loadedProviders
+        Option<StateStoreProvider> found = providers.remove(shadow);
+        if (found.isEmpty()) {
+          status = "no-shadow";
+        } else if (providers.contains(real)) {
+          leftover = found.get();
+          status = "real-already-loaded";
+        } else {
+          moved = found.get();
+          providers.put(real, moved);
+          status = "activated";
+        }
+      }
+      if (leftover != null) {
+        StateStore$.MODULE$.closeProvider(shadow, leftover);
+      }
+      out.put("status", status);
+      if (moved != null) {
+        out.put("provider", System.identityHashCode(moved))
+            .put("provider_id_fixed", renameProvider(moved, real));
+      }
+      return out.toString();
+    }
+
+    private String probe(Spec spec, Json out) throws Exception {
+      StateStoreProvider provider = loaded(spec.real());
+      WeakReference<StateStoreProvider> ref = PREWARMED.get(spec.key());
+      StateStoreProvider prewarmed = ref == null ? null : ref.get();
+      out.put("loaded", provider != null)
+          .put("prewarmed_provider", provider != null && provider == prewarmed)
+          .put("shadow_loaded", loaded(spec.shadow()) != null);
+      if (provider != null) {
+        out.put("provider", System.identityHashCode(provider))
+            .put("provider_class", provider.getClass().getSimpleName());
+      }
+      if (provider instanceof HDFSBackedStateStoreProvider) {
+        HDFSBackedStateStoreProvider hdfs = (HDFSBackedStateStoreProvider) provider;
+        scala.collection.immutable.Map<String, Object> metrics = hdfs.getMetricsForProvider();
+        for (String name : CollectionConverters.asJava(metrics.keySet())) {
+          out.put(name, ((Number) metrics.apply(name)).longValue());
+        }
+        StringBuilder versions = new StringBuilder();
+        for (Object version : hdfs.getLoadedMaps().keySet()) {
+          versions.append(versions.length() == 0 ? "" : ",").append(version);
+        }
+        out.put("loaded_versions", versions.toString());
+      }
+      return out.put("status", "probed").toString();
+    }
+
+    private String release(Spec spec, Json out) throws Exception {
+      StateStoreProviderId shadow = spec.shadow();
+      HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
+      Option<StateStoreProvider> found;
+      synchronized (providers) {
+        found = providers.remove(shadow);
+      }
+      if (found.isDefined()) {
+        StateStore$.MODULE$.closeProvider(shadow, found.get());
+      }
+      PREWARMED.remove(spec.key());
+      return out.put("status", found.isDefined() ? "released" : "no-shadow").toString();
+    }
+  }
+
+  /**
+   * Makes a re-keyed shadow provider the real id's provider in what it tells the driver. The
+   * HDFS and RocksDB providers keep (a) the provider id they were created under, built at
+   * init from the run id in their Hadoop conf, for their snapshot-upload reports, and (b) that
+   * Hadoop conf, whose run id every commit is reported under
+   * (StateStore.reportCommitToCoordinator): the driver's BatchCommitTracker waits for the
+   * real run's commits, and a commit reported under the shadow run id fails the batch. Both
+   * are set to the real id (reflection). False when the provider class has either missing.
+   */
+  static boolean renameProvider(StateStoreProvider provider, StateStoreProviderId real) {
+    boolean idSet = false;
+    boolean confSet = false;
+    String runIdKey = StreamExecution$.MODULE$.RUN_ID_KEY();
+    for (Class<?> c = provider.getClass(); c != null; c = c.getSuperclass()) {
+      try {
+        if (!idSet) {
+          Field field = c.getDeclaredField("stateStoreProviderId");
+          field.setAccessible(true);
+          field.set(provider, real);
+          idSet = true;
+        }
+      } catch (NoSuchFieldException e) {
+        // try the superclass
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        return false;
+      }
+      for (Method method : c.getDeclaredMethods()) {
+        if (!confSet && method.getName().endsWith("$$hadoopConf")
+            && method.getParameterCount() == 0
+            && Configuration.class.isAssignableFrom(method.getReturnType())) {
+          try {
+            method.setAccessible(true);
+            Configuration conf = (Configuration) method.invoke(provider);
+            conf.set(runIdKey, real.queryRunId().toString());
+            confSet = true;
+          } catch (ReflectiveOperationException | RuntimeException e) {
+            return false;
+          }
+        }
+      }
+    }
+    return idSet && confSet;
+  }
+
+  static StateStoreProvider loaded(StateStoreProviderId id) throws Exception {
+    HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
+    synchronized (providers) {
+      Option<StateStoreProvider> found = providers.get(id);
+      return found.isDefined() ? found.get() : null;
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  static HashMap<StateStoreProviderId, StateStoreProvider> loadedProviders() throws Exception {
+    Method accessor = StateStore$.class.getDeclaredMethod("loadedProviders");
+    accessor.setAccessible(true);
+    return (HashMap<StateStoreProviderId, StateStoreProvider>) accessor.invoke(
+        StateStore$.MODULE$);
+  }
+
+  /** A flat JSON object of strings and numbers, enough for the results. */
+  static final class Json {
+    private final StringBuilder body = new StringBuilder();
+
+    Json put(String name, Object value) {
+      body.append(body.length() == 0 ? "" : ",").append(quote(name)).append(':');
+      if (value instanceof Number || value instanceof Boolean) {
+        body.append(value);
+      } else {
+        body.append(quote(String.valueOf(value)));
+      }
+      return this;
+    }
+
+    private static String quote(String text) {
+      StringBuilder out = new StringBuilder("\"");
+      for (char c : text.toCharArray()) {
+        if (c == '"' || c == '\\') {
+          out.append('\\').append(c);
+        } else if (c < 0x20) {
+          out.append(String.format("\\u%04x", (int) c));
+        } else {
+          out.append(c);
+        }
+      }
+      return out.append('"').toString();
+    }
+
+    @Override
+    public String toString() {
+      return "{" + body + "}";
+    }
+  }
+}

@@ -1,0 +1,257 @@
+"""Prewarmed bin moves: load a bin's state on its target executor while the old owner still
+serves it, then switch at a boundary so the switching batch loads only the versions
+committed since (docs/migration.md, "Prewarmed moves: what Spark allows").
+
+Part of the Spark adapter (`SparkInternals`, same version check: Spark 4.3.x). The work
+on the executors is done by a small Java class, `io.swivel.spark.StatePrewarm`
+(jobs/jvm/src/...), compiled at install time into jobs/jvm/swivel-spark.jar and shipped
+with `spark.jars` or attached by `StatePrewarm` to the running application when the jar
+is built; without it `available()` is False and callers move bins the plain way.
+
+    prewarm = StatePrewarm(internals)
+    prewarm.prewarm(query, bins, target, host)   # off the batch path: a Spark job on target
+    ...                                          # the old owner keeps serving the bins
+    prewarm.switch(query, bins, target, host)    # at a boundary (inside foreachBatch)
+
+What Spark allows (and therefore how): a provider loaded on an executor under the query's
+own provider id reports itself to the StateStoreCoordinator as the bin's active instance
+(StateStore.getStateStoreProvider), and a provider that is not the active instance is
+evicted by the executor's next state-store task or by maintenance. So the prewarm loads
+the bin under a *shadow* provider id (same StateStoreId, hence the same checkpoint files;
+another queryRunId, which the scheduler never asks about), and `switch` re-points the real
+id and re-keys the loaded provider to it on the target (a one-task job per target).
+Only single-column-family stores (schema files v1/v2) are supported: streaming
+aggregations, dedup, (flat)mapGroupsWithState and applyInPandasWithState; not
+transformWithState (schema v3, column families).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from swivel.jobs.jvm import jar_path
+from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
+
+HELPER_CLASS = "io.swivel.spark.StatePrewarm"
+HELPER_API = 1
+RELEASED_EXECUTOR = "swivel-released"
+
+
+class PrewarmUnavailableError(RuntimeError):
+    """The helper class is not on the driver's classpath (jar not built or not in
+    `spark.jars`), or it speaks another API version."""
+
+
+class StatePrewarm:
+    """Bound to one SparkInternals (its session and version check)."""
+
+    def __init__(self, internals: SparkInternals) -> None:
+        self.internals = internals
+        self._jvm = internals._jvm
+        self._schemas: dict[tuple[str, int, str], tuple[str, str]] = {}
+        self._loader: Any = None  # the session's jar class loader, once the jar is attached
+
+    # -- availability ---------------------------------------------------------------------
+
+    def _loadable(self) -> bool:
+        try:
+            self._jvm.java.lang.Class.forName(
+                HELPER_CLASS,
+                True,
+                self._jvm.java.lang.Thread.currentThread().getContextClassLoader(),
+            )
+        except Exception:
+            return False
+        return True
+
+    def _attach(self) -> None:
+        """Add the built jar to the running application, as `ADD JAR` does: the executors
+        fetch it with their next task (`SparkContext.addJar`), the driver loads it through
+        the session's jar class loader. Needed when the session was created without it in
+        `spark.jars`, or after the driver JVM was started by an earlier session of this
+        process (its class path is fixed at launch)."""
+        jar = jar_path()
+        if jar is None:
+            raise PrewarmUnavailableError(
+                f"{HELPER_CLASS} is not on the driver's class path and the jar is not built "
+                "(python -m swivel.jobs.jvm.build; it needs a JDK)"
+            )
+        loader = self.internals.spark._jsparkSession.sharedState().jarClassLoader()
+        loader.addURL(self._jvm.java.io.File(str(jar)).toURI().toURL())
+        self.internals.sc._jsc.sc().addJar(str(jar))
+        self._loader = loader
+
+    def _helper(self) -> Any:
+        """The helper class, loadable from this thread's JVM thread (py4j resolves classes
+        through the calling thread's context class loader)."""
+        if self._loader is not None:
+            self._jvm.java.lang.Thread.currentThread().setContextClassLoader(self._loader)
+        if not self._loadable():
+            self._attach()
+            self._jvm.java.lang.Thread.currentThread().setContextClassLoader(self._loader)
+            if not self._loadable():
+                raise PrewarmUnavailableError(f"{HELPER_CLASS} is not loadable after attaching")
+        helper = self._jvm.io.swivel.spark.StatePrewarm
+        if int(helper.api()) != HELPER_API:
+            raise PrewarmUnavailableError(f"{HELPER_CLASS} API {helper.api()}, want {HELPER_API}")
+        return helper
+
+    def available(self) -> bool:
+        """Whether the helper can run (attaching the built jar when needed)."""
+        try:
+            self._helper()
+        except PrewarmUnavailableError:
+            return False
+        return True
+
+    # -- the three steps --------------------------------------------------------------------
+
+    def prewarm(
+        self,
+        query: Any,
+        bins: Iterable[int],
+        target: str,
+        host: str,
+        *,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+        version: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Load `bins` (every store) on executor `target` at state `version` (default: the
+        last committed one) under their shadow ids. Blocks for the load: call it from a
+        thread, not from a batch. Per bin and store: `status` (`loaded`, `already-loaded`
+        when the target holds the real provider, `wrong-executor`), `load_ms`."""
+        if version is None:
+            version = self.committed_version(query)
+        return self._run("prewarm", query, bins, target, host=host, stores=stores, version=version)
+
+    def switch(
+        self,
+        query: Any,
+        bins: Iterable[int],
+        target: str,
+        host: str,
+        *,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+    ) -> list[dict[str, Any]]:
+        """At a boundary: point `bins` at `target` (as `set_location`) and hand each prewarmed
+        provider to the real id on the target (`activated`; `no-shadow` when it was never
+        loaded or was evicted: the bin then reloads in its batch as without prewarm)."""
+        bins = list(bins)
+        for bin_id in bins:
+            self.internals.set_location(query, bin_id, target, host, stores)
+        results = self._run("activate", query, bins, target, host=host, stores=stores)
+        self._release_shadows(query, bins, host, stores)
+        return results
+
+    def release(
+        self,
+        query: Any,
+        bins: Iterable[int],
+        target: str,
+        host: str,
+        *,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+    ) -> list[dict[str, Any]]:
+        """Drop prewarmed copies that will not be switched (a cancelled step)."""
+        bins = list(bins)
+        results = self._run("release", query, bins, target, host=host, stores=stores)
+        self._release_shadows(query, bins, host, stores)
+        return results
+
+    def probe(
+        self,
+        query: Any,
+        bins: Iterable[int],
+        executor: str,
+        host: str,
+        *,
+        stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+    ) -> list[dict[str, Any]]:
+        """What `executor` holds for `bins`: `loaded`, `prewarmed_provider` (the provider
+        object serving the real id is the one a prewarm loaded), `shadow_loaded`, and for
+        the HDFS-backed store its cache counters and `loaded_versions`."""
+        return self._run("probe", query, bins, executor, host=host, stores=stores)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def committed_version(self, query: Any) -> int:
+        """The newest state version every bin has committed: batch b writes version b + 1."""
+        progress = query.lastProgress
+        if not progress:
+            raise RuntimeError("the query has completed no batch yet: nothing to prewarm")
+        return int(progress["batchId"]) + 1
+
+    def _session(self, query: Any) -> Any:
+        """The query's own session (its SQL conf carries the checkpoint's state-store
+        settings, e.g. the provider class), falling back to the user's session."""
+        execution = query._jsq.streamingQuery().lastExecution()
+        if execution is not None:
+            return execution.sparkSession()
+        return self.internals.spark._jsparkSession
+
+    def _schema(self, helper: Any, hadoop_conf: Any, root: str, operator: int, store: str) -> Any:
+        key = (root, operator, store)
+        if key not in self._schemas:
+            found = helper.readSchema(hadoop_conf, root, operator, store)
+            self._schemas[key] = (str(found[0]), str(found[1]))
+        return self._schemas[key]
+
+    def _run(
+        self,
+        action: str,
+        query: Any,
+        bins: Iterable[int],
+        executor: str,
+        *,
+        host: str,
+        stores: Sequence[tuple[int, str]],
+        version: int = 0,
+    ) -> list[dict[str, Any]]:
+        helper = self._helper()
+        session = self._session(query)
+        state = session.sessionState()
+        hadoop_conf = state.newHadoopConf()
+        root = self.internals.state_root(query)
+        run_id = str(query.runId)
+        targets = [f"{b}\t{executor}\t{host}" for b in bins]
+        if not targets:
+            return []
+        results: list[dict[str, Any]] = []
+        for operator, store in stores:
+            key_json, value_json = ("", "")
+            if action == "prewarm":
+                key_json, value_json = self._schema(helper, hadoop_conf, root, operator, store)
+            answers = helper.run(
+                self.internals.sc._jsc.sc(),
+                state.conf(),
+                hadoop_conf,
+                action,
+                targets,
+                root,
+                operator,
+                store,
+                run_id,
+                version,
+                key_json,
+                value_json,
+            )
+            results.extend(json.loads(str(a)) for a in answers)
+        return results
+
+    def _release_shadows(
+        self, query: Any, bins: Iterable[int], host: str, stores: Sequence[tuple[int, str]]
+    ) -> None:
+        """Point each shadow id at no executor: a shadow copy left anywhere is then not the
+        active instance, and that executor's maintenance unloads it."""
+        helper = self._helper()
+        shadow_run = str(helper.shadowRunId(str(query.runId)))
+        root = self.internals.state_root(query)
+        state = self.internals._state
+        run_uuid = self._jvm.java.util.UUID.fromString(shadow_run)
+        for bin_id in bins:
+            for operator, store in stores:
+                store_id = state.StateStoreId(root, operator, bin_id, store)
+                shadow = state.StateStoreProviderId(store_id, run_uuid)
+                self.internals._report_active(shadow, host, RELEASED_EXECUTOR)

@@ -1,0 +1,199 @@
+"""A prewarmed bin move on the 2-executor standalone cluster (docs/migration.md, "Prewarmed
+moves: what Spark allows"): the bin's state is loaded on the target while the old owner
+keeps serving it, the switch at a boundary hands that loaded provider to the bin, and the
+bin's first batch on the target runs on it -- it is not reloaded from the checkpoint.
+
+Own session (the helper jar in `spark.jars`, maintenance every second so that an eviction
+of the prewarmed copy would show). Without the jar (no JDK at `make setup`) it skips, and
+fails in CI (tests/prerequisites.py).
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swivel.controllers.assignments import bins_by_executor
+from swivel.jobs.jvm import jar_path, spark_jars
+from swivel.jobs.migration.cluster import LocalCluster
+from swivel.jobs.spark_internals import SparkInternals
+from swivel_tools.bench.workload import KeyedWorkload
+from tests.prerequisites import require
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
+require(
+    None if jar_path() else "jobs/jvm/swivel-spark.jar (`make setup` builds it with javac)",
+    "the prewarm test",
+)
+
+BINS = 4
+
+
+@pytest.fixture(scope="module")
+def prewarm_spark(cluster: LocalCluster) -> Iterator[Any]:
+    from pyspark import SparkContext
+
+    conf = {
+        "spark.jars": spark_jars() or "",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+        "spark.locality.wait": "30s",
+    }
+    try:
+        # On a loaded machine the new driver's UI can miss the adapter's 10 s REST timeout
+        # while the executors register; a second call finds the same session.
+        session = patiently(
+            lambda: cluster.session(
+                executors=2, bins=BINS, app_name="swivel-prewarm-test", conf=conf
+            )
+        )
+    except BaseException:
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+        raise
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()
+
+
+def patiently(call: Callable[[], Any], tries: int = 3) -> Any:
+    """`call()`, again after a timeout of the Spark UI's REST API (a loaded machine)."""
+    for attempt in range(tries):
+        try:
+            return call()
+        except OSError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(2.0)
+    raise AssertionError("not reached")
+
+
+class Boundary:
+    """foreachBatch wrapper running queued actions after the batch's write (no stateful
+    task of this batch or the next runs then); records the batch each action ran at."""
+
+    def __init__(self) -> None:
+        self.actions: queue.Queue[tuple[str, Callable[[], Any]]] = queue.Queue()
+        self.done: dict[str, tuple[int, Any]] = {}
+
+    def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        def run(frame: Any, batch_id: int) -> None:
+            write(frame, batch_id)
+            while not self.actions.empty():
+                name, action = self.actions.get()
+                self.done[name] = (batch_id, action())
+
+        return run
+
+    def at_next(self, name: str, action: Callable[[], Any], timeout: float = 120.0) -> int:
+        self.actions.put((name, action))
+        deadline = time.monotonic() + timeout
+        while name not in self.done:
+            assert time.monotonic() < deadline, f"{name} did not run at a boundary"
+            time.sleep(0.05)
+        return self.done[name][0]
+
+
+def older_files(store: Path, version: int) -> list[Path]:
+    """The bin's delta and snapshot files (and their checksums) of versions <= `version`:
+    what a reload from the checkpoint at a later version would read."""
+    found = []
+    for path in store.iterdir():
+        stem = path.name.lstrip(".").split(".", 1)[0]
+        kind = path.name.lstrip(".").removeprefix(stem)
+        if stem.isdigit() and int(stem) <= version and kind.startswith((".delta", ".snapshot")):
+            found.append(path)
+    return found
+
+
+def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Path) -> None:
+    internals = SparkInternals(prewarm_spark)
+    prewarm = internals.prewarmer()
+    assert prewarm.available()
+    boundary = Boundary()
+    workload = KeyedWorkload(prewarm_spark, tmp_path, bins=BINS, keys=20_000)
+    workload.write_inputs(6)
+    query = workload.start(boundary=boundary.wrap)
+    workload.feed()
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    try:
+        workload.wait_for_batch(2)
+        run_id = str(query.runId)
+        owned = bins_by_executor(internals.placement(query, BINS))
+        hosts = {e.id: e.host for e in patiently(internals.executors)}
+        owner = max(owned, key=lambda e: len(owned[e]))
+        moved, control = owned[owner][:2]  # the prewarmed bin, and one moved the plain way
+        target = next(e for e in hosts if e != owner)
+        store = Path(workload.checkpoint) / "state" / "0" / str(moved)
+
+        # 1. Load the bin on the target while the owner serves it (off the batch path).
+        loaded = internals.prewarm(query, [moved], target, hosts[target])
+        assert [r["status"] for r in loaded] == ["loaded"], loaded
+        prewarm_version = int(loaded[0]["version"])
+
+        # 2. The owner keeps serving it; the copy on the target survives the target's own
+        #    state-store tasks and maintenance (every 1 s); the coordinator did not move.
+        after = workload.batches_done() + 2
+        workload.wait_for_batch(after)
+        assert patiently(lambda: internals.served_by(run_id, after, BINS))[moved] == owner
+        assert internals.location(query, moved) == owner
+        (held,) = prewarm.probe(query, [moved], target, hosts[target])
+        assert held["shadow_loaded"] and not held["loaded"], held
+
+        # 3. Switch at a boundary; the control bin moves the plain way at the same one. The
+        #    bin's files up to the prewarmed version are moved away first: a reload from
+        #    the checkpoint would fail, the prewarmed provider needs only the later deltas.
+        def switch() -> list[dict[str, Any]]:
+            for path in older_files(store, prewarm_version):
+                path.rename(hidden / path.name)
+            results = internals.switch_prewarmed(query, [moved], target, hosts[target])
+            internals.set_location(query, control, target, hosts[target])
+            return results
+
+        switched_at = boundary.at_next("switch", switch)
+        activated = boundary.done["switch"][1]
+        assert [(r["status"], r["provider_id_fixed"]) for r in activated] == [("activated", True)]
+        first = switched_at + 1
+        workload.wait_for_batch(first)
+        assert query.exception() is None
+        served = patiently(lambda: internals.served_by(run_id, first, BINS, timeout=30.0))
+        assert served[moved] == target and served[control] == target, served
+        attempts = [
+            t
+            for t in patiently(lambda: internals.batch_tasks_all(run_id, first, BINS))
+            if t.partition == moved
+        ]
+        assert [(t.executor, t.status) for t in attempts] == [(target, "SUCCESS")], attempts
+        for path in hidden.iterdir():
+            path.rename(store / path.name)
+        workload.wait_for_batch(first + 1)
+
+        # 4. Its first batch on the target ran on the prewarmed provider (the same object).
+        probed = {
+            p["partition"]: p for p in prewarm.probe(query, [moved, control], target, hosts[target])
+        }
+        assert probed[moved]["prewarmed_provider"], probed[moved]
+        assert not probed[moved]["shadow_loaded"]
+        assert not probed[control]["prewarmed_provider"]  # reloaded from the checkpoint
+        tasks = {
+            t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))
+        }
+        print(
+            f"prewarm {loaded[0]['load_ms']:.0f} ms at version {prewarm_version}; switch at "
+            f"boundary {switched_at} ({switched_at + 1 - prewarm_version} delta(s) to catch "
+            f"up); first batch on the target: prewarmed bin {tasks[moved].duration_ms:.0f} "
+            f"ms, control bin {tasks[control].duration_ms:.0f} ms; probe {probed}"
+        )
+    finally:
+        for path in hidden.iterdir():  # put back whatever a failure left hidden
+            path.rename(Path(workload.checkpoint) / "state" / "0" / str(moved) / path.name)
+        workload.stop()
+    assert workload.state_counts() == workload.reference(workload.processed_files())
