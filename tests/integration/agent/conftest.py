@@ -75,6 +75,7 @@ class AgentServer:
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
         self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
+        self._tls = ssl_context is not None
 
     async def _make_hub(self, job: StreamJob, state_dir: Path, options: dict[str, Any]) -> Hub:
         return Hub(job.spec, job.name, store=StateStore(state_dir), **options)
@@ -93,6 +94,11 @@ class AgentServer:
 
     def stop(self) -> None:
         self._run(self._runner.cleanup())
+        if self._tls:
+            # A TLS connection's close handshake finishes on the loop after cleanup; a loop
+            # stopped at once leaves its socket transport to the garbage collector, whose
+            # ResourceWarning then fails whichever test runs next (seen in CI at setup).
+            self._run(asyncio.sleep(0.25))
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
