@@ -104,7 +104,13 @@ def _check_entries(document: dict[str, Any], expected: set[str]) -> None:
     fries = schedulers["fries"]
     assert fries["violations"] == 0
     assert fries["delay_ms"]["p50"] is not None and fries["armed_ms"]["p50"] is not None
-    assert fries["delay_ms"]["p50"] >= fries["armed_ms"]["p50"] - 50  # worker clocks
+    # In effect follows the first switch (a target runs new records only after a worker
+    # switched). It need not follow *armed*: the last worker armed may be an idle one whose
+    # watch was answered late (CI at load: armed 1.65 s, in effect 0.82 s); it ran no
+    # record meanwhile, so the schedule's moment stands (docs/benchmarks.md, "armed").
+    first_switch = fries["per_trial"][0]["first_switch_ms"]
+    assert first_switch is not None
+    assert fries["delay_ms"]["p50"] >= first_switch - 50  # worker clocks
     assert set(document["ratios"]) == {"fries/epoch", "fries/restart", "fries/restart-warm"}
     assert document["goals"]["fries_no_violations"] is True
     assert document["control_channel"]["ratio"] > 0
