@@ -10,6 +10,11 @@ the batches the driver reported, the agent's clock. Every worker holds the same
 credential, so a worker's code can still claim another worker's switch; it cannot name an
 operator, a version or a batch that does not exist (a batch id far ahead would hold every
 later epoch plan back), nor a worker that never long-polled.
+
+A body may also be an object (`swivel.protocol.acks.AckReport`): acks and the worker's
+counts (rows and busy time per operator and partition, `swivel.protocol.counts`), which
+`parse_report` reads and `implausible_counts` checks the same way, before anything of the
+body is applied.
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from swivel.api.errors import FieldProblem, problems_from
-from swivel.protocol.acks import Ack
+from swivel.protocol.acks import MAX_ACKS, Ack, AckReport
+from swivel.protocol.counts import WorkerCounts
 
-MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.ack_sender.MAX_QUEUED_ACKS`)
 MAX_BATCH_LEAD = 8  # an ack's batch may be this far ahead of the driver's last report
 MAX_CLOCK_SKEW_S = 86_400.0  # an ack's `at` further from the agent's clock is garbage
 
@@ -47,6 +52,47 @@ def parse_acks(body: Any) -> list[Ack]:
         return _ACKS.validate_python(body)
     except ValidationError as error:
         raise AcksRejected(problems_from(error)) from None
+
+
+def parse_report(body: Any) -> tuple[list[Ack], list[WorkerCounts]]:
+    """The acks and counts of a body: a JSON array of acks, or an `AckReport` object;
+    AcksRejected naming each bad field (`[i].field`, `acks[i].field`, `counts[i].field`)."""
+    if isinstance(body, list):
+        return parse_acks(body), []
+    if not isinstance(body, dict):
+        reason = "expected a JSON array of acks or an object with acks and counts"
+        raise AcksRejected([FieldProblem("body", reason)])
+    try:
+        report = AckReport.model_validate(body)
+    except ValidationError as error:
+        raise AcksRejected(problems_from(error)) from None
+    return report.acks, report.counts
+
+
+def implausible_counts(
+    counts: list[WorkerCounts],
+    *,
+    keyed: Mapping[str, bool],
+    bins: int,
+    registered: Callable[[int], bool],
+) -> list[FieldProblem]:
+    """Why counts cannot be true (`counts[i].field: reason`), empty when they may be.
+
+    `keyed`: each operator of the job, and whether it is keyed (its partitions are bins)."""
+    problems = []
+    for i, report in enumerate(counts):
+        if not registered(report.pid):
+            reason = "no worker with this pid long-polls GET /v1/control/watch; watch first"
+            problems.append(FieldProblem(f"counts[{i}].pid", reason))
+        for j, entry in enumerate(report.partitions):
+            where = f"counts[{i}].partitions[{j}]"
+            is_keyed = keyed.get(entry.operator)
+            if is_keyed is None:
+                problems.append(FieldProblem(f"{where}.operator", "not an operator of this job"))
+            elif is_keyed and entry.partition >= bins:
+                reason = f"not a bin of this job (its bins are 0..{bins - 1})"
+                problems.append(FieldProblem(f"{where}.partition", reason))
+    return problems
 
 
 def implausible(

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from swivel.api.errors import FieldProblem
-from swivel.jobs.agent.acks import AcksRejected, parse_acks
+from swivel.jobs.agent.acks import AcksRejected, parse_report
 from swivel.jobs.agent.auth import Handler, Role, bearer_auth
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.intake import PlanRejected
@@ -162,13 +162,17 @@ async def watch(request: web.Request) -> web.Response:
 
 
 async def acks(request: web.Request) -> web.Response:
-    parsed = parse_acks(await _json_body(request))  # AcksRejected (400) before any is applied
+    body = await _json_body(request)
+    parsed, counts = parse_report(body)  # AcksRejected (400) before any is applied
+    prefix = "acks" if isinstance(body, dict) else ""
     named: dict[int, str] = {}
     for i, ack in enumerate(parsed):
-        named.setdefault(ack.pid, f"[{i}].pid")
-    _speaks_for(request, named)  # 403: another worker's acks
-    request.app[HUB_KEY].record_acks(parsed)
-    return _answer(Received(received=len(parsed)), 202)
+        named.setdefault(ack.pid, f"{prefix}[{i}].pid")
+    for i, report in enumerate(counts):
+        named.setdefault(report.pid, f"counts[{i}].pid")
+    _speaks_for(request, named)  # 403: another worker's acks or counts
+    request.app[HUB_KEY].record_report(parsed, counts, prefix)
+    return _answer(Received(received=len(parsed) + len(counts)), 202)
 
 
 async def driver_progress(request: web.Request) -> web.Response:

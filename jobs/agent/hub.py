@@ -6,7 +6,9 @@ The parts, by responsibility (each reads in one sitting):
 - workers.py `WorkerRegistry` (and acks.py, their validation): who runs what, who is alive;
 - ledger.py `PlanLedger` and intake.py `PlanIntake`: plans from acceptance to
   completion, failure or timeout, and their documents' long-poll;
-- driver_channel.py `DriverChannel`: batches, migrations, loads, coordination, actions.
+- driver_channel.py `DriverChannel`: batches, migrations, loads, coordination, actions;
+- worker_loads.py `WorkerLoadWindow`: the workers' counts (rows, busy time per operator and
+  bin) over a sliding window, served inside the loads (Chi §5).
 
 The hub stays as a thin composition, and the routes talk to it rather than to the parts,
 for two reasons: the parts share one `DurableState`, saved as a whole to one file (store.py),
@@ -25,10 +27,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from swivel.api.dataflow import OperatorKind
+from swivel.api.errors import FieldProblem
 from swivel.api.phases import PlanPhase
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.acks import parse_acks
+from swivel.jobs.agent.acks import AcksRejected, implausible_counts, parse_acks, parse_report
 from swivel.jobs.agent.batches import Batches
 from swivel.jobs.agent.configuration import ConfigChannel
 from swivel.jobs.agent.driver_actions import DriverActions
@@ -40,8 +44,11 @@ from swivel.jobs.agent.metrics import AgentMetrics
 from swivel.jobs.agent.parts import HubParts
 from swivel.jobs.agent.plans import PlanRecord
 from swivel.jobs.agent.store import DurableState, StateStore
+from swivel.jobs.agent.worker_loads import DEFAULT_WINDOW_S, WorkerLoadWindow
 from swivel.jobs.agent.workers import WorkerRegistry
+from swivel.protocol.acks import Ack
 from swivel.protocol.answers import Topology, TopologyOperator, TopologyWorker
+from swivel.protocol.counts import WorkerCounts
 from swivel.protocol.snapshots import Snapshot
 
 
@@ -59,6 +66,7 @@ class Hub:
         metrics: AgentMetrics | None = None,
         schedule_dir: Path | None = None,
         migrations: bool | None = None,
+        worker_loads_window_s: float | None = None,
     ) -> None:
         self.job, self.job_name = job, job_name
         self._store, self._clock = store, clock
@@ -86,7 +94,12 @@ class Hub:
             self.metrics.state_recovered.inc()
         state, save = self._state, self._save
         self._batches = Batches()
-        self._loads = LatestLoads(job.dataflow.bins, self.metrics, clock)
+        if worker_loads_window_s is None:
+            raw_window = os.environ.get("SWIVEL_WORKER_LOADS_WINDOW_S")
+            worker_loads_window_s = float(raw_window) if raw_window else DEFAULT_WINDOW_S
+        self.keyed = {op.name: op.kind is OperatorKind.KEYED for op in job.dataflow.operators}
+        self.worker_loads = WorkerLoadWindow(self.keyed, clock, worker_loads_window_s)
+        self._loads = LatestLoads(job.dataflow.bins, self.metrics, clock, self.worker_loads)
         self._actions = DriverActions(state.actions, clock)
         self.config = ConfigChannel(state, save, self.metrics, clock)
         self.ledger = PlanLedger(
@@ -177,12 +190,40 @@ class Hub:
         with the same `idempotencyKey` created it)."""
         return self.intake.accept(body)
 
-    def record_acks(self, body: Any) -> None:
-        """Acks from workers: registration, plan progress, maybe completion. The whole body
-        is validated first (AcksRejected, 400), so a bad ack never leaves half applied.
-        `body` may be acks already parsed: the HTTP handler parses first to check that the
-        caller speaks for every worker the acks name (app.py, `_speaks_for`)."""
-        self.ledger.record_acks(parse_acks(body))
+    def record_acks(self, body: Any, counts: list[WorkerCounts] | None = None) -> None:
+        """Acks from workers: registration, plan progress, maybe completion; and the
+        workers' counts riding on them (an `AckReport` object, or `counts`). The whole body
+        is validated first (AcksRejected, 400; 409/422 when not true of the job), so a bad
+        ack never leaves half applied. `body` may be acks already parsed: the HTTP handler
+        parses first to check that the caller speaks for every worker the acks name (app.py,
+        `_speaks_for`)."""
+        prefix = ""
+        if isinstance(body, dict):
+            acks, counts = parse_report(body)
+            prefix = "acks"
+        else:
+            acks, counts = parse_acks(body), counts or []
+        self.record_report(acks, counts, prefix)
+
+    def record_report(self, acks: list[Ack], counts: list[WorkerCounts], prefix: str = "") -> None:
+        """Parsed acks and counts (`record_acks`); `prefix` names the acks in errors."""
+        problems = implausible_counts(
+            counts,
+            keyed=self.keyed,
+            bins=self.job.dataflow.bins,
+            registered=self.registry.registered,
+        )
+        if problems:
+            self.metrics.rejected.labels("acks").inc()
+            transient = all(p.field.endswith(".pid") for p in problems)
+            raise AcksRejected(problems, 409 if transient else 422)
+        if acks or not counts:
+            try:
+                self.ledger.record_acks(acks)
+            except AcksRejected as rejected:  # `acks[i].field` in the object form
+                named = [FieldProblem(prefix + p.field, p.reason) for p in rejected.problems]
+                raise AcksRejected(named, rejected.status) from None
+        self.worker_loads.record(counts)
 
     def check_plan(self) -> None:
         """Complete the active plan when due, fail it when it timed out."""

@@ -4,6 +4,10 @@
 Only the latest is kept, in memory: a new one replaces it and its gauges, and it is
 forgotten when bins move (a measurement of the old placement would make a policy move a
 bin twice), so `GET /v1/loads` answers 404 until the driver measures again.
+
+Beside it the document carries the workers' counts over the agent's sliding window
+(`workers`, from `worker_loads.WorkerLoadWindow`: rows and busy time per bin, seconds old),
+which do not describe a placement and so are not forgotten when bins move.
 """
 
 from __future__ import annotations
@@ -13,12 +17,20 @@ from typing import Any
 
 from swivel.jobs.agent.loads import parse_loads
 from swivel.jobs.agent.metrics import AgentMetrics
+from swivel.jobs.agent.worker_loads import WorkerLoadWindow
 from swivel.protocol.loads import ServedLoads
 
 
 class LatestLoads:
-    def __init__(self, bins: int, metrics: AgentMetrics, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        bins: int,
+        metrics: AgentMetrics,
+        clock: Callable[[], float],
+        workers: WorkerLoadWindow | None = None,
+    ) -> None:
         self._bins, self._metrics, self._clock = bins, metrics, clock
+        self._workers = workers
         self._loads: dict[str, Any] | None = None  # the driver's latest measurement
         self._received_at: float | None = None
 
@@ -29,12 +41,16 @@ class LatestLoads:
         self._metrics.record_loads(loads)
 
     def document(self) -> dict[str, Any] | None:
-        """The latest measurement with `receivedAt` and `ageSeconds`, None before any (or
-        after bins moved: a measurement of the old placement would mislead a policy)."""
+        """The latest measurement with `receivedAt` and `ageSeconds` and the workers'
+        counts (`workers`, when any arrived within the window), None before any measurement
+        (or after bins moved: a measurement of the old placement would mislead a policy)."""
         if self._loads is None or self._received_at is None:
             return None
         age = max(0.0, self._clock() - self._received_at)
         served = {**self._loads, "receivedAt": self._received_at, "ageSeconds": age}
+        workers = self._workers.document() if self._workers is not None else None
+        if workers is not None:
+            served["workers"] = workers.to_wire()
         return ServedLoads.model_validate(served).to_wire()
 
     def placement(self) -> dict[int, str] | None:

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from swivel.jobs.agent.app import ROUTES
 from swivel.jobs.agent.auth import Role
 from swivel.jobs.agent.operations import ACKS, OPERATIONS, SHARED_RESPONSES, Answer, Model
-from swivel.protocol.acks import Ack
+from swivel.protocol.acks import Ack, AckReport
 from swivel.protocol.answers import Errors
 from swivel.protocol.schemas import COMPONENTS, Mode, component_name, openapi_schema
 from swivel.protocol.snapshots import OperatorConfig
@@ -52,6 +52,7 @@ def _models() -> dict[str, tuple[type[BaseModel], Mode]]:
         "Errors": (Errors, "serialization"),
         "OperatorConfig": (OperatorConfig, "serialization"),
         "Ack": (Ack, "validation"),  # the acks body is an array of them
+        "AckReport": (AckReport, "validation"),  # ... or acks with the worker's counts
     }
     for operation in OPERATIONS.values():
         if isinstance(operation.body, type):
@@ -64,7 +65,12 @@ def _models() -> dict[str, tuple[type[BaseModel], Mode]]:
 
 def _body_schema(body: Model) -> dict[str, Any]:
     if body is ACKS:
-        return {"type": "array", "items": {"$ref": COMPONENTS + "Ack"}}
+        return {
+            "oneOf": [
+                {"type": "array", "items": {"$ref": COMPONENTS + "Ack"}},
+                {"$ref": COMPONENTS + "AckReport"},
+            ]
+        }
     assert isinstance(body, type)
     return {"$ref": COMPONENTS + component_name(body)}
 

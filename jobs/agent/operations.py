@@ -149,7 +149,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Workers acknowledge a switch (records processed under a version, or armed on "
         "receipt); the whole body is validated before any ack is applied (400 names "
         "`[i].field`). A worker acks for itself only (403 for an ack naming another "
-        "registered worker).",
+        "registered worker). The body may instead be an object with the acks and the "
+        "worker's counts (rows and busy time per operator and partition since its last "
+        "report, at most one a second), which the agent sums over a sliding window and "
+        "serves in GET /v1/loads (`workers`).",
         {
             "202": Answer("Received.", Received),
             **BODY_REFUSED,
@@ -190,7 +193,8 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "The latest load measurement (what the operator's policy timers read).",
         {
             "200": Answer(
-                "The driver's document plus `receivedAt` (agent clock) and `ageSeconds`.",
+                "The driver's document plus `receivedAt` (agent clock) and `ageSeconds`, "
+                "and `workers`: the workers' counts over the agent's sliding window.",
                 ServedLoads,
             ),
             **REFUSED,

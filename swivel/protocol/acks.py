@@ -3,6 +3,10 @@
 The control client in every Python worker posts a JSON array of these; the agent reads the
 whole array against `Ack` before applying any (`swivel.jobs.agent.acks.parse_acks`). How a
 worker counts as switched, and when it may say "armed", is `swivel.jobs.control.arming`.
+
+A worker with counts to report (`swivel.protocol.counts`: rows and busy time per operator
+and bin) posts an `AckReport` object instead of the bare array: its acks (maybe none) and
+the counts, piggybacked on the same request (Chi §5: monitoring through the control plane).
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from typing import Annotated
 
 from pydantic import Field
 
+from swivel.protocol.counts import WorkerCounts
 from swivel.protocol.documents import Document, Long, WorkerId
+
+MAX_ACKS = 10_000  # a worker's whole queue (`swivel.jobs.control.ack_sender.MAX_QUEUED_ACKS`)
+MAX_PENDING_REPORTS = 8  # counts reports one body may carry (unsent ones, oldest first)
 
 
 class AckKind(enum.StrEnum):
@@ -42,3 +50,13 @@ class Ack(Document):
     the agent's arrival time when left out."""
     kind: Annotated[AckKind, Field(strict=False)] = AckKind.PROCESSED  # from its value
     """processed: records ran under the version; armed: switched on receipt."""
+
+
+class AckReport(Document):
+    """The object form of `POST /v1/control/acks`: acks and the worker's counts."""
+
+    acks: Annotated[list[Ack], Field(max_length=MAX_ACKS)] = Field(default_factory=list)
+    counts: Annotated[list[WorkerCounts], Field(max_length=MAX_PENDING_REPORTS)] = Field(
+        default_factory=list
+    )
+    """Reports not yet acknowledged by the agent, oldest first (`WorkerCounts.seq`)."""

@@ -6,7 +6,9 @@ wire form; the agent validates the body against the same model
 (`swivel.jobs.agent.loads.parse_loads`: a 400 with one `field: reason` per bad field),
 serves the latest at `GET /v1/loads` (a `ServedLoads`: the measurement and its age) and as
 gauges in `/metrics`, and the operator's policy timers read that answer with the same
-models (`swivel.operator.agents`; docs/control-protocol.md, "Loads").
+models (`swivel.operator.agents`; docs/control-protocol.md, "Loads"). The served document
+also carries the workers' own counts (`workers`: `swivel.protocol.counts.WorkerLoads`, the
+agent's sliding window over what the workers piggyback on their acks).
 
 Numbers are strict: a JSON number, finite and non-negative; a boolean or a numeric string
 is refused, not coerced, and counts (records, rows, bytes, cores) are integers. A number
@@ -24,6 +26,7 @@ from typing import Annotated, Any, ClassVar, Self
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from swivel.api.errors import semantic_error
+from swivel.protocol.counts import WorkerLoads
 from swivel.protocol.documents import Document
 
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -107,6 +110,9 @@ class ServedLoads(LoadMeasurement):
 
     received_at: Number | None = None  # epoch seconds, the agent's clock
     age_seconds: Number = 0.0  # since the agent received it
+    workers: WorkerLoads | None = None
+    """What the workers reported over the agent's sliding window (rows and busy time per
+    bin, `swivel.protocol.counts`), when any did: fresher than the driver's measurement."""
 
 
 def _first_repeat(values: Iterable[Hashable]) -> tuple[int, int] | None:

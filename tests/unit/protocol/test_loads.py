@@ -180,7 +180,7 @@ def test_fields_left_out_are_not_invented_on_the_wire_but_read_as_defaults() -> 
 
 
 OPENAPI = Path(__file__).resolve().parents[3] / "jobs/agent/openapi.yaml"
-SERVED_ONLY = {"receivedAt", "ageSeconds"}  # the agent adds them to GET /v1/loads
+SERVED_ONLY = {"receivedAt", "ageSeconds", "workers"}  # the agent adds them to GET /v1/loads
 FACETS = ("type", "minimum", "maximum", "exclusiveMinimum", "minLength")
 
 
