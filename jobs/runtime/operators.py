@@ -5,10 +5,12 @@ Each slice of an Arrow batch (a `mapInPandas` chunk, or a key group's chunk in
 feed (µs, from memory), asks `choosing.parts` (the protocol's selection) which configuration
 applies, runs the function once per configuration the rows need, writes its tag column,
 acknowledges the first use of a function version in this process (stamped with the time of
-the check, the moment it switched), and records `process` events when recording is on. A
-switch therefore happens between two slices of a running micro-batch. Slices are sized from
-the function's measured cost per row so that a check comes about every `CHECK_EVERY_S` of
-work: a cheap function runs whole Arrow batches, an expensive model a few rows at a time.
+the check, the moment it switched), counts rows and time inside the function per Spark
+partition for the agent (`swivel.jobs.control.counting`, Chi §5), and records `process`
+events when recording is on. A switch therefore happens between two slices of a running
+micro-batch. Slices are sized from the function's measured cost per row so that a check
+comes about every `CHECK_EVERY_S` of work: a cheap function runs whole Arrow batches, an
+expensive model a few rows at a time.
 Functions already see a key's rows in several chunks (Spark splits key groups at
 `spark.sql.execution.arrow.maxRecordsPerBatch`), so slicing changes nothing they can observe.
 
@@ -35,6 +37,7 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
+from swivel.jobs.control import counting
 from swivel.jobs.control.client import working_on
 from swivel.jobs.runtime import freshness
 from swivel.jobs.runtime.choosing import Part, parts, tag_order
@@ -272,13 +275,15 @@ def _run_stateless(
     *,
     sliced: bool = True,
 ) -> pd.DataFrame:
-    outputs = []
+    outputs, name = [], runner.plan.name
     for rows in runner.slices(pdf) if sliced else iter([pdf]):
-        with working_on(runner.plan.name):
+        with working_on(name):
             started = time.perf_counter()
             for part in runner.parts(rows, batch_id):
                 function, used = runner.function(part.selection.config)
+                began = time.perf_counter()
                 out = function(part.rows, **dict(used.params))
+                counting.add(name, partition, len(part.rows), time.perf_counter() - began)
                 outputs.append(runner.finish(out, part, used, (batch_id, partition)))
             runner.observe(len(rows), time.perf_counter() - started)
     if len(outputs) == 1:
@@ -319,14 +324,16 @@ def run_keyed_group(
     group = _whole_group(runner, chunks)
     if group is None:
         return
-    outputs = []
+    outputs, name = [], runner.plan.name
     for rows in runner.slices(runner.in_tag_order(group)):
-        with working_on(runner.plan.name):
+        with working_on(name):
             started = time.perf_counter()
             for part in runner.parts(rows, batch_id):
                 function, used = runner.function(part.selection.config)
+                began = time.perf_counter()
                 _transform_once(runner, state, used)
                 out, state.value = function(key, part.rows, state.value, **dict(used.params))
+                counting.add(name, partition, len(part.rows), time.perf_counter() - began)
                 position = (batch_id, partition)
                 outputs.append(runner.finish(out, part, used, position, state.version))
             runner.observe(len(rows), time.perf_counter() - started)

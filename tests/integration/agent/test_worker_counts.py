@@ -1,0 +1,103 @@
+"""Monitoring through the control plane (Chi §5) with the real agent on 127.0.0.1: a real
+worker control client reports what its wrappers counted on its acks connection, other
+workers post `AckReport` bodies over HTTP, and `GET /v1/loads` serves the sums per bin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from swivel.jobs.control import counting
+from swivel.jobs.control.ack_sender import REPORT_EVERY_S
+from swivel.jobs.control.identity import WORKER_SECRET_HEADER
+from swivel.operator.agents import Loads
+from tests.integration.agent.conftest import SECRETS, register
+from tests.integration.agent.test_loads import measurement
+from tests.polling import wait_for
+
+DETECTOR = "customer-detector"  # keyed in the fraud job: its partitions are bins
+
+
+@pytest.fixture
+def counter() -> Iterator[counting.WorkCounter]:
+    """This process's counter, empty before and after (the client drains it)."""
+    counting.counter().drain()
+    yield counting.counter()
+    counting.counter().drain()
+
+
+def workers_of(agent: Any, call: Any) -> dict[str, Any] | None:
+    status, body, _ = call(agent.url + "/v1/loads")
+    assert status == 200, body
+    workers: dict[str, Any] | None = body.get("workers")
+    return workers
+
+
+def report(pid: int, seq: int, bin_id: int, rows: int, busy: float) -> dict[str, Any]:
+    return {
+        "acks": [],
+        "counts": [
+            {
+                "pid": pid,
+                "seq": seq,
+                "intervalSeconds": 1.0,
+                "partitions": [
+                    {"operator": DETECTOR, "partition": bin_id, "rows": rows, "busySeconds": busy}
+                ],
+            }
+        ],
+    }
+
+
+def test_a_workers_counts_reach_the_loads_on_its_acks_connection(
+    agent: Any, call: Any, clients: Any, counter: counting.WorkCounter
+) -> None:
+    assert call(agent.url + "/v1/driver/loads", "POST", measurement({"0": 5, "1": 5}))[0] == 202
+    assert workers_of(agent, call) is None  # nothing reported yet
+    worker = clients(4101, DETECTOR, "parse")
+    wait_for(lambda: agent.call(lambda: agent.hub.registry.registered(worker.pid)), 5.0)
+    counting.add(DETECTOR, 3, 120, 0.6)  # as the keyed wrapper counts a key group of bin 3
+    counting.add(DETECTOR, 3, 30, 0.15)
+    counting.add("parse", 0, 400, 0.2)  # a stateless operator's partition is no bin
+    wait_for(lambda: workers_of(agent, call) is not None, 5 * REPORT_EVERY_S)
+    workers = workers_of(agent, call)
+    assert workers is not None
+    assert workers["bins"] == [
+        {"bin": 3, "rows": 150, "busySeconds": 0.75, "workers": 1,
+         "ageSeconds": workers["bins"][0]["ageSeconds"]}
+    ]  # fmt: skip
+    assert workers["bins"][0]["ageSeconds"] < 2 * REPORT_EVERY_S + 1
+    operators = {o["operator"]: (o["rows"], o["keyed"]) for o in workers["operators"]}
+    assert operators == {DETECTOR: (150, True), "parse": (400, False)}
+    # The operator's policies read it with the same models (operator/agents.py).
+    _, body, _ = call(agent.url + "/v1/loads")
+    loads = Loads.from_document(body)
+    assert loads.workers is not None and loads.workers.bins[0].rows == 150
+
+
+def test_several_workers_of_one_bin_add_up_and_a_repeat_counts_once(agent: Any, call: Any) -> None:
+    assert call(agent.url + "/v1/driver/loads", "POST", measurement({"0": 5, "1": 5}))[0] == 202
+    register(agent.url, 4201, DETECTOR)
+    register(agent.url, 4202, DETECTOR)
+    url = agent.url + "/v1/control/acks"
+    assert call(url, "POST", report(4201, 1, 7, 100, 0.5))[0] == 403  # no secret: see below
+    for pid, seq, rows in ((4201, 1, 100), (4202, 1, 60), (4202, 1, 60)):  # the last: resent
+        status, answer, _ = call(
+            url, "POST", report(pid, seq, 7, rows, 0.1), headers=_secret(agent, pid)
+        )
+        assert status == 202, answer
+    workers = workers_of(agent, call)
+    assert workers is not None
+    assert [(b["bin"], b["rows"], b["workers"]) for b in workers["bins"]] == [(7, 160, 2)]
+    # Counts naming a bin the job does not have are untrue: 422, nothing applied.
+    status, answer, _ = call(url, "POST", report(4201, 2, 16, 5, 0.1), headers=_secret(agent, 4201))
+    assert status == 422 and answer["errors"][0]["field"] == "counts[0].partitions[0].partition"
+    # Another worker's counts under this worker's secret: 403.
+    status, answer, _ = call(url, "POST", report(4202, 3, 7, 5, 0.1), headers=_secret(agent, 4201))
+    assert status == 403 and answer["errors"][0]["field"] == "counts[0].pid"
+
+
+def _secret(agent: Any, pid: int) -> dict[str, str]:
+    return {WORKER_SECRET_HEADER: SECRETS[agent.url, pid]}
