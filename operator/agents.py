@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from swivel.api.errors import problems_from
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.operator.naming import Names
+from swivel.protocol.counts import WorkerLoads
 from swivel.protocol.loads import ServedLoads
 
 __all__ = [
@@ -80,6 +81,9 @@ class Loads:
     age_seconds: float = 0.0  # since the agent received it
     batches: tuple[int, ...] = ()
     interval_seconds: float | None = None  # the driver's coordination interval in force
+    # The workers' own counts over the agent's sliding window (Chi §5), when any reported:
+    # rows and busy time per bin, seconds old (swivel.controllers.worker_loads).
+    workers: WorkerLoads | None = None
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> Loads:
@@ -101,6 +105,7 @@ class Loads:
             age_seconds=served.age_seconds,
             batches=tuple(served.batches),
             interval_seconds=served.coordination_interval_seconds,
+            workers=served.workers,
         )
 
 

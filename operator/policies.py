@@ -273,7 +273,7 @@ def _flux(
         return None
     status.acted(name)
     inputs = {
-        **round_inputs(name, loads, decision),
+        **round_inputs(name, loads, decision, job),
         "collectionSeconds": round(schedule.collection_s, 3),  # the phase this round ended
         "collectingSince": kept_of(schedule).collecting_since.isoformat().replace("+00:00", "Z"),
     }

@@ -8,6 +8,10 @@ becomes, with the measured inputs in its annotation (`automatic_reconfiguration`
 `round_inputs`). They live apart from the timer (operator/policies.py), which only fetches
 loads, reports why it did not act and creates the object, so that the decisions are tested
 with plain values and no kopf, cluster or agent.
+
+A Flux round decides on the workers' own counts (rows and busy time per bin over the agent's
+window of seconds, Chi §5; `controllers.worker_loads`) when the loads carry fresh ones, and
+on the driver's measurement otherwise; the annotation says which (`loadSource`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from swivel.api.reconfiguration import (
 )
 from swivel.api.streamjob import StreamJob
 from swivel.controllers import aimd
+from swivel.controllers import worker_loads as chi
 from swivel.controllers.flux import (
     BinLoad,
     ExecutorLoad,
@@ -76,13 +81,48 @@ def flux_policy(job: StreamJob, name: str) -> LoadBalancePolicy | MemoryPolicy:
 def decide_rebalance(job: StreamJob, loads: Loads) -> RoundDecision:
     policy = flux_policy(job, "rebalance")
     assert isinstance(policy, LoadBalancePolicy)
-    return balance_round(_executors(job, loads), _bins(loads), loads.assignment, policy)
+    executors, bins, _ = flux_inputs(job, loads)
+    return balance_round(executors, bins, loads.assignment, policy)
 
 
 def decide_memory(job: StreamJob, loads: Loads) -> RoundDecision:
     policy = flux_policy(job, "memory")
     assert isinstance(policy, MemoryPolicy)
-    return memory_round(_executors(job, loads), _bins(loads), loads.assignment, policy)
+    executors, bins, _ = flux_inputs(job, loads)
+    return memory_round(executors, bins, loads.assignment, policy)
+
+
+def worker_figures(loads: Loads) -> chi.WorkerFigures | None:
+    """The workers' counts the loads carry, as the pure planner reads them."""
+    workers = loads.workers
+    if workers is None:
+        return None
+    triples = ((b.bin, b.rows, b.busy_seconds) for b in workers.bins)
+    return chi.figures_of(triples, workers.window_seconds, workers.age_seconds)
+
+
+def flux_inputs(job: StreamJob, loads: Loads) -> tuple[list[ExecutorLoad], list[BinLoad], str]:
+    """A round's executors and bins, and where their records and busy time came from: the
+    workers' fresh counts (`chi.WORKERS`) or the driver's measurement (`chi.DRIVER`)."""
+    executors, bins = _executors(job, loads), _bins(loads)
+    figures = worker_figures(loads)
+    if figures is None or chi.unusable(figures) is not None:
+        return executors, bins, chi.DRIVER
+    cores = {str(e["executor"]): int(e.get("cores", 1)) for e in loads.executors}
+    executors, bins = chi.with_worker_figures(executors, bins, figures, cores)
+    return executors, bins, chi.WORKERS
+
+
+def _executors_of(loads: Loads) -> list[ExecutorLoad]:
+    """The driver's executors without the job (the annotation's fallback)."""
+    return [
+        ExecutorLoad(
+            executor=str(e["executor"]),
+            busy_s=float(e.get("busySeconds", 0.0)),
+            window_s=float(e.get("windowSeconds") or 1.0),
+        )
+        for e in loads.executors
+    ]
 
 
 def _executors(job: StreamJob, loads: Loads) -> list[ExecutorLoad]:
@@ -160,28 +200,45 @@ def measured_inputs(loads: Loads) -> dict[str, Any]:
     }
 
 
-def round_inputs(policy: str, loads: Loads, decision: RoundDecision) -> dict[str, Any]:
-    """What a Flux round saw and decided, for the annotation (a person can redo the sum)."""
-    by_bin = {int(b["bin"]): b for b in loads.bins}
+def round_inputs(
+    policy: str, loads: Loads, decision: RoundDecision, job: StreamJob | None = None
+) -> dict[str, Any]:
+    """What a Flux round saw and decided, for the annotation (a person can redo the sum):
+    with `job`, the inputs the round decided on (`flux_inputs`: the workers' counts when
+    fresh), else the driver's measurement."""
+    if job is not None:
+        executors, bins, source = flux_inputs(job, loads)
+    else:
+        executors, bins, source = _executors_of(loads), _bins(loads), chi.DRIVER
+    by_bin = {b.bin: b for b in bins}
+    memory = {str(e["executor"]): int(e.get("memoryBytes", 0)) for e in loads.executors}
+    workers = loads.workers
     return {
         "policy": policy,
         **measured_inputs(loads),
-        "executors": {
-            str(e["executor"]): {
-                "utilisation": round(
-                    float(e.get("busySeconds", 0.0)) / (float(e.get("windowSeconds") or 1.0)), 4
-                ),
-                "memoryBytes": int(e.get("memoryBytes", 0)),
+        "loadSource": source,
+        **(
+            {
+                "workersWindowSeconds": workers.window_seconds,
+                "workersAgeSeconds": workers.age_seconds,
             }
-            for e in loads.executors
+            if source == chi.WORKERS and workers is not None
+            else {}
+        ),
+        "executors": {
+            e.executor: {
+                "utilisation": round(e.utilisation, 4),
+                "memoryBytes": memory.get(e.executor, 0),
+            }
+            for e in executors
         },
         "moves": [
             {
                 "bin": m.bin,
                 "from": m.source,
                 "to": m.target,
-                "records": int(by_bin.get(m.bin, {}).get("records", 0)),
-                "stateBytes": int(by_bin.get(m.bin, {}).get("stateBytes", 0)),
+                "records": by_bin[m.bin].records if m.bin in by_bin else 0,
+                "stateBytes": by_bin[m.bin].state_bytes if m.bin in by_bin else 0,
             }
             for m in decision.moves
         ],
