@@ -82,6 +82,9 @@ class OperatorContext:
         default_factory=weakref.WeakValueDictionary
     )
     _tokens: dict[tuple[str, str], tuple[str, JobCredentials]] = field(default_factory=dict)
+    # The StreamJobs whose daemon follows their Reconfigurations (operator/reconfigurations.py),
+    # each with the event that wakes it; an entry lives as long as its daemon.
+    followed_jobs: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
 
     def lock(self, key: str) -> asyncio.Lock:
         """One lock per key (a job, an object uid): kopf runs timers and change handlers of
