@@ -24,6 +24,11 @@ takes the driver's latest measurement if it was taken within the collection phas
 length, else has the driver measure (and post) now; either way it covers the driver's
 collection phase, which restarts when a migration ends. Without a driver the loop
 measures itself, from the first batch after its last move phase.
+
+With `worker_figures` (the workers' own counts as the agent sums them, Chi §5: rows and busy
+time per bin over a window of seconds; `swivel run --policy` reads them from the embedded
+agent's `GET /v1/loads`) a round decides on those when they are fresh, and on the driver's
+measurement otherwise (`controllers.worker_loads`), as the operator's timers do.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swivel.controllers import aimd
+from swivel.controllers import worker_loads as chi
 from swivel.controllers.flux import (
     LoadBalancePolicy,
     MemoryPolicy,
@@ -46,6 +52,7 @@ from swivel.controllers.flux import (
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import LoadSnapshot, collect_loads, measure
 from swivel.jobs.migration.migrations import Migration
+from swivel.protocol.loads import ServedLoads
 
 POLICIES = ("rebalance", "memory", "aimd")
 
@@ -57,6 +64,7 @@ class RoundResult:
     decision: RoundDecision
     migration: Migration | None
     move_phase_s: float
+    load_source: str = chi.DRIVER  # whose records and busy time the round decided on
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +84,7 @@ class RoundResult:
             },
             "migration": self.migration.to_dict() if self.migration else None,
             "movePhaseS": self.move_phase_s,
+            "loadSource": self.load_source,
         }
 
 
@@ -93,6 +102,7 @@ def run_round(
     memory: MemoryPolicy | None = None,
     wait_s: float = 300.0,
     snapshot: LoadSnapshot | None = None,
+    figures: chi.WorkerFigures | None = None,
 ) -> RoundResult:
     """Measure the batches from `since_batch` on (the collection phase; without it the last
     `last_batches`), or take `snapshot`, measured elsewhere; decide one round; carry out
@@ -106,6 +116,11 @@ def run_round(
         batch_ids = range(first, newest + 1)
         snapshot = measure(mover.internals, query, mover.bins, batch_ids, checkpoint=checkpoint)
     executors, bins, assignment = collect_loads(snapshot, memory_limit_bytes)
+    source = chi.DRIVER
+    if figures is not None and chi.unusable(figures) is None:
+        cores = {e.executor: e.cores for e in snapshot.executors.values()}
+        executors, bins = chi.with_worker_figures(executors, bins, figures, cores)
+        source = chi.WORKERS
     if policy == "memory":
         decision = memory_round(executors, bins, assignment, memory)
     else:
@@ -116,7 +131,19 @@ def run_round(
         migration = mover.migrate(decision.target_assignment, strategy, batch_size=batch_size)
         migration.kind = f"policy-{policy}"
         mover.wait(migration, wait_s)
-    return RoundResult(policy, snapshot, decision, migration, time.monotonic() - started)
+    took = time.monotonic() - started
+    return RoundResult(policy, snapshot, decision, migration, took, source)
+
+
+def worker_figures_of(document: Any) -> chi.WorkerFigures | None:
+    """The workers' counts in a `GET /v1/loads` answer (None: none, or no answer)."""
+    if document is None:
+        return None
+    workers = ServedLoads.model_validate(document).workers
+    if workers is None:
+        return None
+    triples = ((b.bin, b.rows, b.busy_seconds) for b in workers.bins)
+    return chi.figures_of(triples, workers.window_seconds, workers.age_seconds)
 
 
 # The loads a round decides on, given the longest age (seconds) a measurement may have: None
@@ -141,6 +168,7 @@ class PolicyLoop:
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     aimd_config: aimd.AimdConfig | None = None
     loads: Loads | None = None
+    worker_figures: Callable[[], chi.WorkerFigures | None] | None = None
     clock: Callable[[], float] = time.monotonic
     schedule: RoundSchedule | None = None
     rounds: list[RoundResult] = field(default_factory=list)
@@ -199,6 +227,7 @@ class PolicyLoop:
                 balance=self.balance,
                 memory=self.memory,
                 snapshot=snapshot,
+                figures=self._figures(),
             )
         except Exception as error:  # a failed round is retried one collection phase later
             print(f"swivel: policy round failed: {error}")
@@ -221,6 +250,17 @@ class PolicyLoop:
             return self._later(self.schedule, ended, float(self._aimd.interval_s))
         return self.schedule.remaining_s(ended) or 0.0
 
+    def _figures(self) -> chi.WorkerFigures | None:
+        """The workers' counts, None when there are none or they cannot be read (the round
+        then decides on the driver's measurement)."""
+        if self.worker_figures is None:
+            return None
+        try:
+            return self.worker_figures()
+        except Exception as error:  # an unreachable agent must not cost the round
+            print(f"swivel: policy round without the workers' counts: {error}")
+            return None
+
     def _later(self, schedule: RoundSchedule, now: float, seconds: float) -> float:
         self.schedule = replace(schedule, round_at=now + seconds)
         return seconds
@@ -234,9 +274,11 @@ def start_policy_loop(
     memory_limit_bytes: int | None = None,
     on_round: Callable[[RoundResult], None] | None = None,
     loads: Loads | None = None,
+    worker_figures: Callable[[], chi.WorkerFigures | None] | None = None,
 ) -> PolicyLoop:
     """The embedded-mode entry point (`swivel run --policy NAME`); `loads`: the
-    MigrationDriver's `shared_snapshot` (one measurement for the loop and the agent)."""
+    MigrationDriver's `shared_snapshot` (one measurement for the loop and the agent);
+    `worker_figures`: the workers' counts from the agent, used when fresh."""
     # Policy rounds are seconds apart, not batches: bound the interval to 10 s .. 10 min.
     bounded = aimd.AimdConfig(min_interval_s=10.0, max_interval_s=600.0, decrease_step=5.0)
     config = bounded if policy == "aimd" else None
@@ -248,5 +290,6 @@ def start_policy_loop(
         on_round=on_round,
         aimd_config=config,
         loads=loads,
+        worker_figures=worker_figures,
     )
     return loop.start()

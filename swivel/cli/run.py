@@ -280,7 +280,8 @@ def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[
     )
     if policy is None:
         return migration, None
-    from swivel.jobs.migration.policies import start_policy_loop
+    from swivel.embedded.agents import BlockingAgent
+    from swivel.jobs.migration.policies import start_policy_loop, worker_figures_of
 
     def show(result: Any) -> None:
         moves = [f"{m.bin}:{m.source}->{m.target}" for m in result.decision.moves]
@@ -293,6 +294,9 @@ def _start_migrations(embedded: Any, folder: Path, policy: str | None) -> tuple[
         checkpoint=checkpoint,
         on_round=show,
         loads=migration.shared_snapshot,  # one measurement for the loop and the agent
+        worker_figures=lambda: worker_figures_of(
+            BlockingAgent(agent.url, agent.token, retries=0, request_timeout_s=2.0).loads()
+        ),  # the workers' counts over the agent's window (Chi §5), used when fresh
     )
     click.echo(f"policy {policy} runs beside the job (first round after a minute)")
     return migration, loop

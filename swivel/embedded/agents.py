@@ -146,6 +146,10 @@ class BlockingAgent:
     def health(self) -> dict[str, Any]:
         return self._run(lambda client: client.health())
 
+    def loads(self) -> dict[str, Any] | None:
+        """`GET /v1/loads` (None: 404, no measurement yet)."""
+        return self._run(lambda client: client.get_loads())
+
     def submit(
         self,
         name: str,
