@@ -16,6 +16,15 @@ verifier sees it run elsewhere and re-points it). A `foreachBatch` sink should c
 runs at its coordination points only, and at every batch while a migration is queued or
 running (swivel.jobs.runtime.grouping).
 
+What the workers see is no longer the driver's to read often: rows and busy time per bin
+come from the workers themselves, piggybacked on their acks and summed by the agent over a
+window of seconds (Chi §5; `GET /v1/loads` `workers`, `swivel.controllers.worker_loads`),
+and the policies prefer them when fresh. The driver's measurement stays for what workers
+cannot see -- the placement (which executor ran each bin, from Spark's task lists), each
+executor's cores and JVM memory, and each bin's state rows and bytes (the state reader:
+Spark keeps a store's size in the executors' JVMs only) -- and as the fallback for records
+and busy time when no worker reported.
+
 Loads for the policies: after batches, at most once per *coordination interval* (seconds
 between two load measurements, apart from the trigger interval: a period, not Drizzle's
 group of batches; docs/benchmarks.md, "Drizzle"), a third thread measures
@@ -57,7 +66,8 @@ DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tu
 # State rows per bin are read with Spark jobs beside the query (the `statestore` reader opens
 # every bin's store: 3-5 s and ~5-9 s of CPU for 16 RocksDB bins on 2 cores, ~1/4 of the
 # query's CPU over a 60 s interval; docs/migration.md, overhead). A bin's rows change slowly
-# and do not move with its placement, so they are read at most this often and reused.
+# and do not move with its placement, so they are read at most this often and reused. Rows
+# and busy time per bin, which change fast, come from the workers every second instead.
 STATE_ROWS_EVERY_S = 600.0
 ATTACH_TIMEOUT_S = 600.0  # a resumed migration waits this long for the query's first batch
 Measure = Callable[..., LoadSnapshot]

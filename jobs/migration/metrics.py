@@ -13,6 +13,11 @@ over Flux's collection phase. `collect_loads` turns them into Flux's `ExecutorLo
 `BinLoad`; `to_prometheus` renders them in the Prometheus text format; `loads_document` is
 the wire form the driver posts to the agent (`POST /v1/driver/loads`), which serves it at
 `GET /v1/loads` and as gauges in its `/metrics` (docs/control-protocol.md, "Loads").
+
+Records and busy time measured here are the fallback: the workers report their own per
+bin, seconds old, through the control plane (Chi §5; `swivel.controllers.worker_loads`),
+and the policies use those when fresh. Placement, cores, JVM memory and state size per bin
+are only measured here (no Python worker can see them).
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """State memory per bin, from what Spark's state stores report about themselves.
 
+The one load figure that still needs this reader: the workers report rows and busy time per
+bin through the control plane, seconds old (Chi §5, `swivel.jobs.control.counting`), but a
+bin's state -- how many rows its store holds and how many bytes -- lives in the executors'
+JVMs only, where no Python worker can see it. So the driver reads it here, a few seconds of
+CPU per reading, throttled (`driver.STATE_ROWS_EVERY_S`), and only for the memory policy's
+state bytes and the moved-state figures.
+
 What Spark 4.3 exposes (checked on PySpark 4.3.0, docs/migration.md "State memory"):
 
 - per *operator*, in every query progress (`stateOperators[]`): `memoryUsedBytes` (the
