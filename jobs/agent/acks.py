@@ -13,8 +13,11 @@ later epoch plan back), nor a worker that never long-polled.
 
 A body may also be an object (`swivel.protocol.acks.AckReport`): acks and the worker's
 counts (rows and busy time per operator and partition, `swivel.protocol.counts`), which
-`parse_report` reads and `implausible_counts` checks the same way, before anything of the
-body is applied.
+`parse_report` reads with the acks. Counts are monitoring, not control: an entry that cannot
+be true of this job (`implausible_counts`: an operator it lacks, a keyed operator's
+partition beyond its bins -- a reused Python worker may still hold counts of an earlier
+query) is dropped (`plausible_counts`) and the acks beside it still apply; only a worker
+the agent does not know (409, retry) holds the body back.
 """
 
 from __future__ import annotations
@@ -93,6 +96,23 @@ def implausible_counts(
                 reason = f"not a bin of this job (its bins are 0..{bins - 1})"
                 problems.append(FieldProblem(f"{where}.partition", reason))
     return problems
+
+
+def plausible_counts(
+    counts: list[WorkerCounts], *, keyed: Mapping[str, bool], bins: int
+) -> list[WorkerCounts]:
+    """`counts` without the entries `implausible_counts` names (a report keeps its `seq`)."""
+
+    def true(operator: str, partition: int) -> bool:
+        is_keyed = keyed.get(operator)
+        return is_keyed is not None and (not is_keyed or partition < bins)
+
+    return [
+        report.model_copy(
+            update={"partitions": [p for p in report.partitions if true(p.operator, p.partition)]}
+        )
+        for report in counts
+    ]
 
 
 def implausible(

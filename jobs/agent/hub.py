@@ -32,7 +32,13 @@ from swivel.api.errors import FieldProblem
 from swivel.api.phases import PlanPhase
 from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent import plans
-from swivel.jobs.agent.acks import AcksRejected, implausible_counts, parse_acks, parse_report
+from swivel.jobs.agent.acks import (
+    AcksRejected,
+    implausible_counts,
+    parse_acks,
+    parse_report,
+    plausible_counts,
+)
 from swivel.jobs.agent.batches import Batches
 from swivel.jobs.agent.configuration import ConfigChannel
 from swivel.jobs.agent.driver_actions import DriverActions
@@ -194,7 +200,7 @@ class Hub:
         """Acks from workers: registration, plan progress, maybe completion; and the
         workers' counts riding on them (an `AckReport` object, or `counts`). The whole body
         is validated first (AcksRejected, 400; 409/422 when not true of the job), so a bad
-        ack never leaves half applied. `body` may be acks already parsed: the HTTP handler
+        ack never leaves half applied; count entries untrue of the job are dropped. `body` may be acks already parsed: the HTTP handler
         parses first to check that the caller speaks for every worker the acks name (app.py,
         `_speaks_for`)."""
         prefix = ""
@@ -207,16 +213,17 @@ class Hub:
 
     def record_report(self, acks: list[Ack], counts: list[WorkerCounts], prefix: str = "") -> None:
         """Parsed acks and counts (`record_acks`); `prefix` names the acks in errors."""
+        bins = self.job.dataflow.bins
         problems = implausible_counts(
-            counts,
-            keyed=self.keyed,
-            bins=self.job.dataflow.bins,
-            registered=self.registry.registered,
+            counts, keyed=self.keyed, bins=bins, registered=self.registry.registered
         )
-        if problems:
+        unknown = [p for p in problems if p.field.endswith(".pid")]
+        if unknown:  # the worker's acks would be refused too: 409, it enrols and retries
             self.metrics.rejected.labels("acks").inc()
-            transient = all(p.field.endswith(".pid") for p in problems)
-            raise AcksRejected(problems, 409 if transient else 422)
+            raise AcksRejected(unknown, 409)
+        if problems:  # monitoring, not control: untrue entries go, the acks still apply
+            self.metrics.rejected.labels("counts").inc()
+            counts = plausible_counts(counts, keyed=self.keyed, bins=bins)
         if acks or not counts:
             try:
                 self.ledger.record_acks(acks)

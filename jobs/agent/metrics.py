@@ -45,7 +45,8 @@ class AgentMetrics:
         )
         self.rejected = Counter(
             "swivel_agent_rejected",
-            "Reports refused as implausible (acks, progress, driver) by what the agent knows.",
+            "Reports refused as implausible (acks, progress, driver) by what the agent knows; "
+            "counts: worker counts with entries dropped as untrue of the job.",
             ["source"],
             registry=self.registry,
         )

@@ -33,6 +33,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 
+from swivel.jobs.control import counting
 from swivel.jobs.control.ack_sender import MAX_BACKOFF_S, AckSender
 from swivel.jobs.control.arming import ARMED, PROCESSED, armed_version
 from swivel.jobs.control.connection import Connection, agent_tls_context
@@ -318,6 +319,7 @@ def get_client() -> ControlClient | None:
             if _client is not None and _client_pid == pid:
                 _client.stop(timeout=0.2)
             client = None
+            counting.counter().drain()  # counts of an earlier query are not the new agent's
             if url:
                 client = ControlClient(url, os.environ.get(ENV_TOKEN), pid=pid)
                 client.start()

@@ -127,24 +127,36 @@ def test_the_hub_takes_counts_off_an_ack_report(tmp_path: Path) -> None:
     assert document is not None and [(b.bin, b.rows) for b in document.bins] == [(4, 9)]
 
 
-def test_untrue_counts_are_refused_and_nothing_of_the_body_applied(tmp_path: Path) -> None:
+def test_untrue_counts_are_dropped_and_the_acks_beside_them_apply(tmp_path: Path) -> None:
+    clock = Clock()
+    agent = hub(tmp_path, clock)
+    agent._register(11, ["customer-detector"])
+    body = counts_body(11, 1, bin_id=16)  # the job has bins 0..15
+    body["counts"][0]["partitions"] += [
+        {"operator": "nope", "partition": 1, "rows": 5},  # not an operator of the job
+        {"operator": "parse", "partition": 99, "rows": 7},  # stateless: any partition
+        {"operator": "customer-detector", "partition": 2, "rows": 3},
+    ]
+    body["acks"] = [{"pid": 11, "operator": "customer-detector", "version": 1}]
+    agent.record_acks(body)
+    document = agent.worker_loads.document()
+    assert document is not None and [(b.bin, b.rows) for b in document.bins] == [(2, 3)]
+    assert {o.operator for o in document.operators} == {"customer-detector", "parse"}
+    assert agent.registry.registered(11)
+
+
+def test_counts_or_acks_that_cannot_apply_hold_the_body_back(tmp_path: Path) -> None:
     clock = Clock()
     agent = hub(tmp_path, clock)
     agent._register(11, ["customer-detector"])
     with pytest.raises(AcksRejected) as refused:
-        agent.record_acks(counts_body(11, 1, bin_id=16))  # the job has bins 0..15
-    assert refused.value.status == 422
-    assert [p.field for p in refused.value.problems] == ["counts[0].partitions[0].partition"]
-    with pytest.raises(AcksRejected) as refused:
-        agent.record_acks(counts_body(11, 1, operator="nope"))
-    assert refused.value.status == 422
-    with pytest.raises(AcksRejected) as refused:
         agent.record_acks(counts_body(12, 1))  # never watched: may clear, retry
     assert refused.value.status == 409
+    assert [p.field for p in refused.value.problems] == ["counts[0].pid"]
     body = counts_body(11, 1)
     body["acks"] = [{"pid": 11, "operator": "customer-detector", "version": 9}]
     with pytest.raises(AcksRejected) as refused:
-        agent.record_acks(body)
+        agent.record_acks(body)  # an untrue ack: 422, and its counts are not applied either
     assert [p.field for p in refused.value.problems] == ["acks[0].version"]
     assert agent.worker_loads.document() is None
 
