@@ -1,0 +1,138 @@
+"""`swivel bench migration`'s pure parts: the balanced swap it migrates, the excess latency
+it reports, the throttled storage's settings, read log and arithmetic (no Spark)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from swivel_tools.bench import migration_figures as figures
+
+
+def placement(bins: int, executors: tuple[str, ...] = ("1", "0")) -> dict[int, str]:
+    return {b: executors[b % len(executors)] for b in range(bins)}
+
+
+def test_a_swap_keeps_every_executor_share_and_moves_from_each() -> None:
+    before = placement(64)
+    after = figures.swap_placement(before, 8)
+    moved = figures.moved_bins(before, after)
+    assert len(moved) == 16
+    assert Counter(before.values()) == Counter(after.values())  # 32/32 before and after
+    givers = Counter(before[b] for b in moved)
+    takers = Counter(after[b] for b in moved)
+    assert givers == takers == {"0": 8, "1": 8}
+    assert all(before[b] != after[b] for b in moved)
+
+
+def test_three_executors_give_round_the_cycle() -> None:
+    before = placement(12, ("a", "b", "c"))
+    after = figures.swap_placement(before, 2)
+    moved = figures.moved_bins(before, after)
+    assert {(before[b], after[b]) for b in moved} == {("a", "b"), ("b", "c"), ("c", "a")}
+    assert Counter(after.values()) == Counter(before.values())
+
+
+def test_a_swap_refuses_what_it_cannot_balance() -> None:
+    with pytest.raises(ValueError, match="two executors"):
+        figures.swap_placement({0: "a", 1: "a"}, 1)
+    with pytest.raises(ValueError, match="at least 3"):
+        figures.swap_placement(placement(4), 3)
+
+
+def test_excess_is_the_worst_window_batch_over_the_steady_median() -> None:
+    window = [(10, 900.0, 100.0), (11, 2_500.0, 103.0), (12, 1_100.0, 104.5)]
+    spike = figures.excess(window, [1_000.0, 800.0, 1_200.0, 950.0])
+    assert spike.worst_batch == 11
+    assert spike.max_batch_ms == 2_500.0
+    assert spike.steady_p50_ms == 975.0
+    assert spike.excess_ms == 1_525.0
+    # a migration that adds nothing has an excess at or below zero, not clipped
+    assert figures.excess([(1, 700.0, 1.0)], [1_000.0]).excess_ms == -300.0
+
+
+def test_excess_needs_both_sides() -> None:
+    with pytest.raises(ValueError, match="window"):
+        figures.excess([], [1.0])
+    with pytest.raises(ValueError, match="steady"):
+        figures.excess([(1, 1.0, 1.0)], [])
+
+
+def test_window_duration_from_the_first_batch_start_or_a_given_start() -> None:
+    window = [(5, 1_000.0, 101.0), (6, 500.0, 103.0)]
+    assert figures.window_duration_s(window) == 3.0  # 100.0 -> 103.0
+    assert figures.window_duration_s(window, started_at=95.5) == 7.5  # a prewarm began first
+
+
+def test_the_throttle_arithmetic() -> None:
+    # 11 files (a snapshot and ten deltas) of 15 MiB in all, 150 MiB/s and 20 ms per open
+    assert figures.expected_read_s(15 * 2**20, 11, 150.0, 20.0) == pytest.approx(0.32)
+    assert figures.expected_read_s(2**20, 1, 0.0, 20.0) == pytest.approx(0.02)  # unthrottled
+
+
+def test_storage_settings() -> None:
+    assert (
+        figures.storage_conf("local", read_mb_per_s=1, open_latency_ms=1, log=None, jar=None) == {}
+    )
+    conf = figures.storage_conf(
+        "throttled", read_mb_per_s=150.0, open_latency_ms=20.0, log=Path("/l"), jar="/j.jar"
+    )
+    assert conf["spark.hadoop.fs.throttled.impl"] == figures.THROTTLED_CLASS
+    assert conf["spark.hadoop.fs.throttled.read.mb.per.s"] == "150.0"
+    assert conf["spark.hadoop.fs.throttled.open.latency.ms"] == "20"
+    assert conf["spark.hadoop.fs.throttled.log"] == "/l"
+    assert conf["spark.executor.extraClassPath"] == conf["spark.driver.extraClassPath"] == "/j.jar"
+    with pytest.raises(ValueError, match="jar"):
+        figures.storage_conf("throttled", read_mb_per_s=1, open_latency_ms=1, log=None, jar=None)
+    with pytest.raises(ValueError, match="storage"):
+        figures.storage_conf("s3", read_mb_per_s=1, open_latency_ms=1, log=None, jar="j")
+    assert figures.checkpoint_uri("throttled", Path("/tmp/x")) == "throttled:///tmp/x"
+    assert figures.checkpoint_uri("local", Path("/tmp/x")) == "/tmp/x"
+
+
+def test_the_read_log_is_summarised_by_file_kind_and_jvm_role() -> None:
+    lines = [
+        "100\t1000\tthrottled:/c/offsets/3\t200\t21000000\t20000000",
+        "200\t2000\tthrottled:/c/state/0/5/7.delta\t1048576\t50000000\t28000000",
+        "300\t2500\tthrottled:/c/state/0/6/10.snapshot\t2097152\t60000000\t33000000",
+        "torn line",
+        "300\t9000\tthrottled:/c/state/0/6/11.delta\t10\t1\t1",
+    ]
+    reads = figures.parse_reads(lines)
+    assert len(reads) == 4
+    summary = figures.summarise_reads(reads, driver_pid="100", between=(0.5, 3.0))
+    assert summary["metadata_driver"] == {"opens": 1, "bytes": 200, "slept_s": 0.02}
+    assert summary["state_executors"]["opens"] == 2
+    assert summary["state_executors"]["bytes"] == 3 * 2**20
+    assert summary["executor_pids"] == ["200", "300"]
+
+
+def test_state_bytes_on_disk_sum_the_bins_files(tmp_path: Path) -> None:
+    for bin_id, size in ((0, 10), (1, 20), (2, 40)):
+        folder = tmp_path / "state" / "0" / str(bin_id)
+        folder.mkdir(parents=True)
+        (folder / "1.delta").write_bytes(b"x" * size)
+    assert figures.state_bytes_on_disk(tmp_path, [0, 2, 9]) == 50
+
+
+def test_the_sweep_rows_and_the_goal() -> None:
+    full = {
+        "max_batch_ms": 3_000.0,
+        "excess_ms": 2_000.0,
+        "duration_s": 3.0,
+        "moved_bins": 16,
+        "moved_bytes": 10,
+        "steps": 1,
+    }
+    part = {**full, "excess_ms": 300.0, "steps": 8}
+    row = figures.sweep_row(
+        320_000, {"all-at-once": full, "batched": part, "batched-prewarmed": None}
+    )
+    assert "steps" not in row["strategies"]["all-at-once"]
+    assert row["strategies"]["batched-prewarmed"] is None
+    goal = figures.bounded_ratio([{**row, "steady_p50_ms": 1_000.0}])
+    assert goal["per_size"] == [
+        {"keys": 320_000, "qualifies": True, "batched_over_all_at_once": 0.15}
+    ]
