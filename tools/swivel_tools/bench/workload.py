@@ -39,6 +39,9 @@ class KeyedWorkload:
     # random letters instead of "xxx..": the state files do not compress (a reload reads
     # and decompresses `payload_bytes` per key, not a few bytes of LZ4 runs)
     random_payload: bool = False
+    # the checkpoint as Spark addresses it (e.g. `throttled:///...`, the migration bench's
+    # remote-like storage); default: the local folder `root/checkpoint`
+    checkpoint_uri: str | None = None
     written: int = 0
     query: Any = None
     _mtime: float = field(default_factory=lambda: time.time() - 100_000)
@@ -50,7 +53,12 @@ class KeyedWorkload:
 
     @property
     def checkpoint(self) -> str:
-        return str(self.root / "checkpoint")
+        return self.checkpoint_uri or str(self.root / "checkpoint")
+
+    @property
+    def checkpoint_folder(self) -> Path:
+        """The checkpoint's local folder (also under a `throttled://` URI)."""
+        return self.root / "checkpoint"
 
     def batch_keys(self, index: int) -> list[int]:
         if index < self.load_batches:

@@ -17,42 +17,110 @@ def _emit(report: dict[str, object], output: str) -> None:
         click.echo(f"{key}: {json.dumps(value)}")
 
 
+def _sizes(value: str) -> tuple[int, ...]:
+    sizes = tuple(int(v) for v in value.split(",") if v.strip())
+    if not sizes or min(sizes) <= 0:
+        raise click.BadParameter("a comma-separated list of positive key counts")
+    return sizes
+
+
 @click.command("migration")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
 @click.option("--bins", type=int, default=64, show_default=True)
-@click.option("--keys", type=int, default=1_000_000, show_default=True)
+@click.option(
+    "--sweep-keys",
+    default="20000,80000,320000",
+    show_default=True,
+    help="State sizes (keys, each --payload-bytes of state), one fresh query per size.",
+)
 @click.option("--payload-bytes", type=int, default=3_000, show_default=True)
-@click.option("--batch-size", type=int, default=1, show_default=True, help="Batched strategy.")
+@click.option("--rows-per-batch", type=int, default=2_000, show_default=True)
+@click.option("--load-batches", type=int, default=8, show_default=True)
+@click.option("--steady-batches", type=int, default=6, show_default=True)
+@click.option(
+    "--swap", type=int, default=0, help="Bins each executor gives (and takes); 0: bins/8."
+)
+@click.option("--batch-size", type=int, default=2, show_default=True, help="Batched strategies.")
 @click.option("--gap-batches", type=int, default=0, show_default=True)
+@click.option("--executor-cores", type=int, default=2, show_default=True)
+@click.option("--executor-memory-gb", type=int, default=4, show_default=True)
+@click.option(
+    "--storage",
+    type=click.Choice(["throttled", "local"]),
+    default="throttled",
+    show_default=True,
+    help="Checkpoint on throttled:// (remote-like reads) or plain local disk.",
+)
+@click.option("--read-mb-s", type=float, default=150.0, show_default=True, help="Per stream.")
+@click.option("--open-latency-ms", type=float, default=20.0, show_default=True)
+@click.option("--snapshot-every", type=int, default=10, show_default=True)
+@click.option("--prewarmed/--no-prewarmed", default=True, show_default=True)
+@click.option("--chosen-keys", type=int, default=None, help="Size of the top-level figures.")
 @click.option(
     "--plots",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("bench-results"),
     show_default=True,
-    help="Folder for the latency-timeline PNGs (one per strategy).",
+    help="Folder for the PNGs (timelines of the chosen size, excess vs moved state).",
 )
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    hidden=True,
+    help="Cluster, inputs, checkpoints and the storage's read log (default: a temp folder).",
+)
+@click.option("--timeout-s", type=float, default=900.0, hidden=True)
 def migration(
     *,
     output: str,
     bins: int,
-    keys: int,
+    sweep_keys: str,
     payload_bytes: int,
+    rows_per_batch: int,
+    load_batches: int,
+    steady_batches: int,
+    swap: int,
     batch_size: int,
     gap_batches: int,
+    executor_cores: int,
+    executor_memory_gb: int,
+    storage: str,
+    read_mb_s: float,
+    open_latency_ms: float,
+    snapshot_every: int,
+    prewarmed: bool,
+    chosen_keys: int | None,
     plots: Path,
+    workdir: Path | None,
+    timeout_s: float,
 ) -> None:
-    """Move half of one executor's bins to the other: all-at-once, fluid, batched."""
-    from swivel_tools.bench.migration import run_migration_bench
+    """Swap bins between two executors with every strategy, per state size: the excess
+    latency each adds over the steady batch (Megaphone Fig. 1 and its scaling figure).
+    Take the figures on an idle machine: the JSON records the load average."""
+    from swivel_tools.bench.migration import BenchConfig, run_migration_bench
 
-    report = run_migration_bench(
+    config = BenchConfig(
         bins=bins,
-        keys=keys,
+        sweep_keys=_sizes(sweep_keys),
         payload_bytes=payload_bytes,
+        rows_per_batch=rows_per_batch,
+        load_batches=load_batches,
+        steady_batches=steady_batches,
+        swap=swap,
         batch_size=batch_size,
         gap_batches=gap_batches,
-        plot_dir=plots,
+        executor_cores=executor_cores,
+        executor_memory_gb=executor_memory_gb,
+        storage=storage,
+        read_mb_per_s=read_mb_s,
+        open_latency_ms=open_latency_ms,
+        snapshot_every=snapshot_every,
+        prewarmed=prewarmed,
+        chosen_keys=chosen_keys,
+        timeout_s=timeout_s,
     )
-    _emit(report, output)
+    _emit(run_migration_bench(config, plot_dir=plots, workdir=workdir), output)
 
 
 @click.command("overhead")

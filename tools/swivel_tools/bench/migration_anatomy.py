@@ -1,0 +1,96 @@
+"""Where a migration's worst batch spent its time (status REST API task lists), for the
+JSON of `swivel bench migration`: per executor, the stateful stage's tasks and the moved
+bins' tasks, whose durations include their reload on the new executor."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from swivel.jobs.migration.executor import BinMover
+from swivel.jobs.migration.migrations import Migration
+
+
+def reload_figures(mover: BinMover, migration: Migration) -> dict[str, Any]:
+    """Moved bins' task times (each includes its reload on the new executor) and the most
+    reload work one batch carried (their sum per batch)."""
+    per_batch: dict[int, float] = {}
+    reloads: list[float] = []
+    for outcome in migration.outcomes.values():
+        record = mover.batches.get(outcome.verified_in_batch or -1)
+        if record is None:
+            continue
+        task_ms = record.task_ms.get(outcome.move.bin, 0.0)
+        reloads.append(task_ms)
+        per_batch[record.batch_id] = per_batch.get(record.batch_id, 0.0) + task_ms
+    return {
+        "max_moved_task_ms_per_batch": max(per_batch.values(), default=0.0),
+        "moved_bin_task_ms": {
+            "max": max(reloads, default=0.0),
+            "median": statistics.median(reloads) if reloads else 0.0,
+        },
+    }
+
+
+def epoch(timestamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def stateful_tasks(internals: Any, run_id: str, batch_id: int, bins: int) -> list[dict[str, Any]]:
+    """The successful tasks of one batch's stateful stage with their launch times (status
+    REST API): partition, executor, launch (epoch s), duration ms."""
+    suffix = f"batch = {batch_id}"
+    stage_ids: set[int] = set()
+    for job in internals._rest("/jobs"):
+        if job.get("jobGroup") == run_id and str(job.get("description") or "").rstrip().endswith(
+            suffix
+        ):
+            stage_ids.update(int(s) for s in job.get("stageIds", []))
+    for stage_id in sorted(stage_ids, reverse=True):
+        for attempt in internals._rest(f"/stages/{stage_id}"):
+            if int(attempt.get("numTasks", -1)) != bins or attempt["status"] == "SKIPPED":
+                continue
+            tasks = internals._rest(
+                f"/stages/{stage_id}/{attempt['attemptId']}/taskList?length={bins * 8}"
+            )
+            return [
+                {
+                    "bin": int(t["index"]),
+                    "executor": str(t["executorId"]),
+                    "launch": epoch(str(t["launchTime"]).replace("GMT", "+00:00")),
+                    "ms": float(t.get("duration", 0)),
+                }
+                for t in tasks
+                if t.get("status") == "SUCCESS"
+            ]
+    return []
+
+
+def batch_anatomy(
+    internals: Any, run_id: str, batch_id: int, bins: int, moved: set[int]
+) -> dict[str, Any]:
+    """Where one batch's stateful stage spent its time, per executor: tasks, busy ms (sum of
+    task durations), span ms (first launch to last end), and the tasks of the bins that
+    moved in this batch (`moved`: their first batch on the new executor, reload included).
+    An executor of 1 core runs its tasks one after another, so its busy time is its share
+    of the batch."""
+    tasks = stateful_tasks(internals, run_id, batch_id, bins)
+    out: dict[str, Any] = {}
+    for executor in sorted({t["executor"] for t in tasks}):
+        own = [t for t in tasks if t["executor"] == executor]
+        moving = [t["ms"] for t in own if t["bin"] in moved]
+        others = [t["ms"] for t in own if t["bin"] not in moved]
+        start = min(t["launch"] for t in own)
+        end = max(t["launch"] + t["ms"] / 1e3 for t in own)
+        out[executor] = {
+            "tasks": len(own),
+            "busy_ms": round(sum(t["ms"] for t in own)),
+            "span_ms": round((end - start) * 1e3),
+            "moved_in_bins": len(moving),
+            "moved_in_busy_ms": round(sum(moving)),
+            "moved_in_task_ms_median": statistics.median(moving) if moving else 0.0,
+            "other_task_ms_median": statistics.median(others) if others else 0.0,
+        }
+    return out
