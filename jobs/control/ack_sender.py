@@ -99,6 +99,12 @@ class AckSender:
         waiting = bool(self._unsent) or self._counter().pending
         return waiting and time.monotonic() - self._reported_at >= REPORT_EVERY_S
 
+    def _until_report_s(self) -> float:
+        """How long to sleep before looking at the counts again: until the next report may
+        go, or a whole period when it already may (nothing was pending then)."""
+        since = time.monotonic() - self._reported_at
+        return max(0.01, REPORT_EVERY_S - since) if since < REPORT_EVERY_S else REPORT_EVERY_S
+
     def _reports(self) -> list[dict[str, Any]]:
         """The unsent reports plus one of the counts gathered since the last drain."""
         counter = self._counter()
@@ -117,7 +123,7 @@ class AckSender:
         while not self._stopped.is_set():
             with self._ready:
                 while not self._acks and not self._stopped.is_set() and not self._report_due():
-                    self._ready.wait(REPORT_EVERY_S)
+                    self._ready.wait(self._until_report_s())
             self._stopped.wait(ACK_WINDOW_S)
             with self._ready:
                 batch, self._acks = self._acks, []
