@@ -200,9 +200,9 @@ class Hub:
         """Acks from workers: registration, plan progress, maybe completion; and the
         workers' counts riding on them (an `AckReport` object, or `counts`). The whole body
         is validated first (AcksRejected, 400; 409/422 when not true of the job), so a bad
-        ack never leaves half applied; count entries untrue of the job are dropped. `body` may be acks already parsed: the HTTP handler
-        parses first to check that the caller speaks for every worker the acks name (app.py,
-        `_speaks_for`)."""
+        ack never leaves half applied; count entries untrue of the job are dropped. `body`
+        may be acks already parsed: the HTTP handler parses first to check that the caller
+        speaks for every worker the acks name (app.py, `_speaks_for`)."""
         prefix = ""
         if isinstance(body, dict):
             acks, counts = parse_report(body)
