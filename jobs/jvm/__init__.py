@@ -3,8 +3,10 @@ the JDK on the machine into `swivel-spark.jar` beside this file: by `make setup`
 Dockerfile's build stage, or by hand with `python -m swivel.jobs.jvm.build`.
 
 Only the prewarmed migration uses it (`jobs/spark_prewarm.py`, docs/migration.md
-"Prewarmed moves: what Spark allows"). Everything else runs without it: `spark_jars()`
-names the jar when it was built, and sessions add it to `spark.jars`.
+"Prewarmed moves: what Spark allows"), and `swivel bench migration` its `throttled://`
+checkpoint storage (`ThrottledFileSystem`, a benchmark's emulation of a remote store's
+reads, not used by the product). Everything else runs without it: `spark_jars()` names the
+jar when it was built, and sessions add it to `spark.jars`.
 """
 
 from __future__ import annotations

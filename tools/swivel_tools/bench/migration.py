@@ -66,6 +66,7 @@ class BenchConfig:
     prewarmed: bool = True
     chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
     timeout_s: float = 900.0
+    settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
 
     @property
     def per_executor(self) -> int:
@@ -149,7 +150,7 @@ class SizeRun:
             raise RuntimeError(f"moves did not land: {migration.to_dict()}")
         last = max((o.verified_in_batch or 0 for o in migration.outcomes.values()), default=0)
         self.workload.wait_for_batch(max(last + 2, self.workload.batches_done() + 1))
-        time.sleep(5)  # maintenance rounds: executors unload the bins they left
+        time.sleep(self.config.settle_s)  # maintenance: executors unload the bins they left
         self.workload.wait_for_batch(self.workload.batches_done() + 2)
 
     def state(self) -> dict[int, tuple[int, int]]:

@@ -71,6 +71,7 @@ def _sizes(value: str) -> tuple[int, ...]:
     help="Cluster, inputs, checkpoints and the storage's read log (default: a temp folder).",
 )
 @click.option("--timeout-s", type=float, default=900.0, hidden=True)
+@click.option("--settle-s", type=float, default=5.0, hidden=True)
 def migration(
     *,
     output: str,
@@ -94,6 +95,7 @@ def migration(
     plots: Path,
     workdir: Path | None,
     timeout_s: float,
+    settle_s: float,
 ) -> None:
     """Swap bins between two executors with every strategy, per state size: the excess
     latency each adds over the steady batch (Megaphone Fig. 1 and its scaling figure).
@@ -119,6 +121,7 @@ def migration(
         prewarmed=prewarmed,
         chosen_keys=chosen_keys,
         timeout_s=timeout_s,
+        settle_s=settle_s,
     )
     _emit(run_migration_bench(config, plot_dir=plots, workdir=workdir), output)
 

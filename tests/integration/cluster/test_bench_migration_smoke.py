@@ -1,0 +1,89 @@
+"""`swivel bench migration` at smoke size (8 bins, 2 000 keys of 200 B, one size): the JSON
+contract, every strategy with a balanced swap, the state conserved, and proof from the
+throttled storage's read log that the executors' state stores read through `throttled://`.
+
+Run as the CLI in a subprocess: the driver JVM must start with the throttled file system
+on its class path, which a JVM an earlier test of this process launched would not have.
+The figures of a smoke run on a shared machine are no result (docs/migration.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swivel.jobs import jvm
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(480)]
+
+LIMIT_S = 420.0
+FIGURES = {"max_batch_ms", "excess_ms", "duration_s", "moved_bins", "moved_bytes"}
+
+
+def _bench(tmp_path: Path) -> dict[str, Any]:
+    log = tmp_path / "bench.stderr"
+    command = [
+        sys.executable, "-m", "swivel", "bench", "migration", "--output", "json",
+        "--bins", "8", "--sweep-keys", "2000", "--payload-bytes", "200",
+        "--rows-per-batch", "50", "--load-batches", "1", "--steady-batches", "3",
+        "--swap", "2", "--batch-size", "2", "--executor-memory-gb", "1",
+        "--plots", str(tmp_path / "plots"), "--workdir", str(tmp_path / "work"),
+        "--timeout-s", "240", "--settle-s", "3",
+    ]  # fmt: skip
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+        )
+        try:
+            out, _ = process.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGINT)  # its `finally` stops Spark and the cluster
+            try:
+                process.communicate(timeout=45)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+            pytest.fail(f"over {LIMIT_S:g} s:\n{log.read_text(errors='replace')[-3000:]}")
+    assert process.returncode == 0, log.read_text(errors="replace")[-3000:]
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
+    if jvm.jar_path() is None:
+        pytest.skip("the helper jar is not built (no JDK): no throttled storage")
+    report = _bench(tmp_path)
+    assert {"steady_batch_ms", "strategies", "state_rows", "storage", "sweep"} <= set(report)
+    assert report["steady_batch_ms"]["p50"] > 0
+    strategies = report["strategies"]
+    assert set(strategies) == {"all-at-once", "fluid", "batched", "batched-prewarmed"}
+    for name, result in strategies.items():
+        assert set(result) >= FIGURES, name
+        assert result["moved_bins"] == 4, name  # each executor gave 2 and took 2
+        assert result["moved_bytes"] > 0, name
+        assert result["excess_ms"] == pytest.approx(
+            result["max_batch_ms"] - result["steady_p50_ms"], abs=0.1
+        )
+    assert strategies["all-at-once"]["steps"] == 1
+    assert strategies["batched"]["steps"] < strategies["fluid"]["steps"]
+    prewarmed = strategies["batched-prewarmed"]
+    assert prewarmed["statuses"].get("activate:activated", 0) == 4, prewarmed["statuses"]
+    assert report["state_rows"]["before"] == report["state_rows"]["after"] == 2000
+    assert report["counts_match_reference"]
+    assert [row["keys"] for row in report["sweep"]] == [2000]
+    assert set(report["sweep"][0]["strategies"]) == set(strategies)
+    # the state store's reloads went through the throttle: the executors opened state files
+    storage = report["storage"]
+    assert storage["kind"] == "throttled" and storage["read_mb_per_s"] == 150.0
+    reads = strategies["all-at-once"]["storage_reads"]
+    assert reads["state_executors"]["opens"] > 0, reads
+    assert reads["state_executors"]["slept_s"] >= 0.02 * reads["state_executors"]["opens"] * 0.9
+    assert len(report["load_average"]) >= 2
+    assert any(p.endswith("migration-excess.png") for p in report["plots"])
