@@ -109,12 +109,16 @@ def test_the_read_log_is_summarised_by_file_kind_and_jvm_role() -> None:
     assert summary["executor_pids"] == ["200", "300"]
 
 
-def test_state_bytes_on_disk_sum_the_bins_files(tmp_path: Path) -> None:
+def test_a_reload_reads_the_newest_snapshot_and_the_deltas_after_it(tmp_path: Path) -> None:
+    files = {"9.delta": 5, "10.delta": 7, "10.snapshot": 100, "11.delta": 3, "12.delta": 4}
+    assert figures.reload_bytes(files) == 107
+    assert figures.reload_bytes({"1.delta": 5, "2.delta": 6}) == 11  # no snapshot yet
     for bin_id, size in ((0, 10), (1, 20), (2, 40)):
         folder = tmp_path / "state" / "0" / str(bin_id)
         folder.mkdir(parents=True)
         (folder / "1.delta").write_bytes(b"x" * size)
-    assert figures.state_bytes_on_disk(tmp_path, [0, 2, 9]) == 50
+        (folder / ".1.delta.crc").write_bytes(b"c")
+    assert figures.reload_bytes_on_disk(tmp_path, [0, 2, 9]) == 50
 
 
 def test_the_sweep_rows_and_the_goal() -> None:

@@ -14,8 +14,8 @@ all-at-once migration puts the bins back and maintenance unloads them from the t
 Per strategy: the worst batch in the migration's window, the *excess* over the steady p50
 of the same query's batches just before it, the duration, the moved bins and their state
 bytes (attributed in-memory bytes, `jobs/migration/state_memory.py`; plus the bytes of
-their checkpoint files, which is what a reload reads), and what the throttled storage
-logged as read in that window.
+their newest snapshot and later deltas, which is what a reload reads), and what the
+throttled storage logged as read in that window.
 """
 
 from __future__ import annotations
@@ -49,16 +49,16 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 @dataclass(frozen=True)
 class BenchConfig:
     bins: int = 64
-    sweep_keys: tuple[int, ...] = (20_000, 80_000, 320_000)
+    sweep_keys: tuple[int, ...] = (80_000, 320_000, 640_000)
     payload_bytes: int = 3_000
     rows_per_batch: int = 2_000
     load_batches: int = 8
     steady_batches: int = 6
-    swap: int = 0  # bins each executor gives; 0: bins // 8 (a quarter of the bins move)
+    swap: int = 0  # bins each executor gives; 0: bins // 4 (half of the bins move)
     batch_size: int = 2
     gap_batches: int = 0
     executor_cores: int = 2  # a free slot beside the batch for a prewarm (docs)
-    executor_memory_gb: int = 4
+    executor_memory_gb: int = 5
     storage: str = "throttled"  # or "local"
     read_mb_per_s: float = 150.0
     open_latency_ms: float = 20.0
@@ -70,7 +70,7 @@ class BenchConfig:
 
     @property
     def per_executor(self) -> int:
-        return self.swap or max(1, self.bins // 8)
+        return self.swap or max(1, self.bins // 4)
 
 
 def migration_conf(config: BenchConfig) -> dict[str, str]:
@@ -171,11 +171,11 @@ class SizeRun:
         moving = figures.moved_bins(original, target)
         state = self.state()
         moved_bytes = sum(state.get(b, (0, 0))[1] for b in moving)
-        on_disk = figures.state_bytes_on_disk(self.workload.checkpoint_folder, moving)
+        on_disk = figures.reload_bytes_on_disk(self.workload.checkpoint_folder, moving)
         results: dict[str, Any] = {}
         for strategy in strategies:
             results[strategy] = self.measure(strategy, original, target, driver_pid)
-            results[strategy].update(moved_bytes=moved_bytes, moved_checkpoint_bytes=on_disk)
+            results[strategy].update(moved_bytes=moved_bytes, moved_reload_bytes=on_disk)
             self.settle(self.mover.migrate(original, "all-at-once"))  # back, not measured
         self.workload.stop()
         rows_after = sum(self.workload.state_rows_per_bin().values())

@@ -171,14 +171,27 @@ def summarise_reads(
     return out
 
 
-def state_bytes_on_disk(checkpoint_folder: Path, bins: Iterable[int], operator: int = 0) -> int:
-    """Bytes of the bins' files in the checkpoint (what a reload reads: without snapshots,
-    every delta file of the bin)."""
+def reload_bytes(files: Mapping[str, int]) -> int:
+    """Bytes an HDFS-backed store reads to load a bin's newest version from its files
+    (name -> size): the newest `<v>.snapshot` and every `<v>.delta` after it (all deltas
+    when there is no snapshot). Older retained versions are not read."""
+    snapshots = [int(n.split(".")[0]) for n in files if n.endswith(".snapshot")]
+    base = max(snapshots, default=0)
+    total = files.get(f"{base}.snapshot", 0)
+    for name, size in files.items():
+        if name.endswith(".delta") and int(name.split(".")[0]) > base:
+            total += size
+    return total
+
+
+def reload_bytes_on_disk(checkpoint_folder: Path, bins: Iterable[int], operator: int = 0) -> int:
+    """`reload_bytes` of the bins' folders in a local checkpoint (checksum files aside)."""
     total = 0
     for bin_id in bins:
         folder = checkpoint_folder / "state" / str(operator) / str(bin_id)
         if folder.is_dir():
-            total += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            names = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file()}
+            total += reload_bytes(names)
     return total
 
 

@@ -29,7 +29,7 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--bins", type=int, default=64, show_default=True)
 @click.option(
     "--sweep-keys",
-    default="20000,80000,320000",
+    default="80000,320000,640000",
     show_default=True,
     help="State sizes (keys, each --payload-bytes of state), one fresh query per size.",
 )
@@ -38,12 +38,12 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--load-batches", type=int, default=8, show_default=True)
 @click.option("--steady-batches", type=int, default=6, show_default=True)
 @click.option(
-    "--swap", type=int, default=0, help="Bins each executor gives (and takes); 0: bins/8."
+    "--swap", type=int, default=0, help="Bins each executor gives (and takes); 0: bins/4."
 )
 @click.option("--batch-size", type=int, default=2, show_default=True, help="Batched strategies.")
 @click.option("--gap-batches", type=int, default=0, show_default=True)
 @click.option("--executor-cores", type=int, default=2, show_default=True)
-@click.option("--executor-memory-gb", type=int, default=4, show_default=True)
+@click.option("--executor-memory-gb", type=int, default=5, show_default=True)
 @click.option(
     "--storage",
     type=click.Choice(["throttled", "local"]),
