@@ -32,7 +32,7 @@ def _bench(tmp_path: Path) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "swivel", "bench", "migration", "--output", "json",
         "--bins", "8", "--sweep-keys", "2000", "--payload-bytes", "200",
-        "--rows-per-batch", "50", "--load-batches", "1", "--steady-batches", "3",
+        "--rows-per-batch", "50", "--load-batches", "1", "--steady-batches", "2",
         "--swap", "2", "--batch-size", "2", "--executor-memory-gb", "1",
         "--plots", str(tmp_path / "plots"), "--workdir", str(tmp_path / "work"),
         "--timeout-s", "240", "--settle-s", "3",

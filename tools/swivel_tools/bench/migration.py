@@ -134,6 +134,7 @@ class SizeRun:
         self.mover = BinMover(spark, config.bins)
         self.prewarmed = PrewarmedMigrator(self.mover.internals, self.mover.stores)
         self.timelines: dict[str, list[figures.BatchTime]] = {}
+        self._spans: dict[str, tuple[int, int]] = {}
         self.windows: dict[str, tuple[int, int]] = {}
 
     def start(self) -> None:
@@ -177,6 +178,8 @@ class SizeRun:
             results[strategy] = self.measure(strategy, original, target, driver_pid)
             results[strategy].update(moved_bytes=moved_bytes, moved_reload_bytes=on_disk)
             self.settle(self.mover.migrate(original, "all-at-once"))  # back, not measured
+            first, last = self._spans[strategy]
+            self.timelines[strategy] = _durations(self.workload.query, first, last)
         self.workload.stop()
         rows_after = sum(self.workload.state_rows_per_bin().values())
         mismatched = self.workload.count_mismatches(self.workload.processed_files())
@@ -205,7 +208,7 @@ class SizeRun:
             plan = plan_migration(original, target, "batched", batch_size=cfg.batch_size)
             outcome = self.prewarmed.run(plan, workload.batches_done(), cfg.timeout_s)
             first, last = outcome.first_batch, outcome.last_batch
-            workload.wait_for_batch(last + 3, timeout=cfg.timeout_s)
+            workload.wait_for_batch(last + 1, timeout=cfg.timeout_s)
             missing = self.prewarmed.landed(plan, outcome, cfg.bins)
             if missing:
                 raise RuntimeError(f"{strategy}: bins {missing} did not run on their target")
@@ -221,13 +224,13 @@ class SizeRun:
                 raise RuntimeError(f"{strategy}: moves did not land: {migration.to_dict()}")
             first = migration.first_batch or 0
             last = max(o.verified_in_batch or first for o in migration.outcomes.values())
-            workload.wait_for_batch(last + 3, timeout=cfg.timeout_s)
+            workload.wait_for_batch(last, timeout=cfg.timeout_s)
             moved, steps = migration.moved, migration.plan.step_count
             extra = reload_figures(self.mover, migration)
             started_at = None
         window = _durations(query, first, last)
         spike = figures.excess(window, steady)
-        self.timelines[strategy] = _durations(query, start, last + 3)
+        self._spans[strategy] = (start, last + 3)  # read after the settle: 3 more batches
         self.windows[strategy] = (first, last)
         reads: dict[str, Any] = {}
         if self.log is not None and self.log.exists():
