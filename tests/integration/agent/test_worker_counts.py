@@ -16,6 +16,7 @@ from swivel.operator.agents import Loads
 from tests.integration.agent.conftest import SECRETS, register
 from tests.integration.agent.test_loads import measurement
 from tests.polling import wait_for
+from tests.worker_counts import counts_report
 
 DETECTOR = "customer-detector"  # keyed in the fraud job: its partitions are bins
 
@@ -33,22 +34,6 @@ def workers_of(agent: Any, call: Any) -> dict[str, Any] | None:
     assert status == 200, body
     workers: dict[str, Any] | None = body.get("workers")
     return workers
-
-
-def report(pid: int, seq: int, bin_id: int, rows: int, busy: float) -> dict[str, Any]:
-    return {
-        "acks": [],
-        "counts": [
-            {
-                "pid": pid,
-                "seq": seq,
-                "intervalSeconds": 1.0,
-                "partitions": [
-                    {"operator": DETECTOR, "partition": bin_id, "rows": rows, "busySeconds": busy}
-                ],
-            }
-        ],
-    }
 
 
 def test_a_workers_counts_reach_the_loads_on_its_acks_connection(
@@ -82,10 +67,15 @@ def test_several_workers_of_one_bin_add_up_and_a_repeat_counts_once(agent: Any, 
     register(agent.url, 4201, DETECTOR)
     register(agent.url, 4202, DETECTOR)
     url = agent.url + "/v1/control/acks"
-    assert call(url, "POST", report(4201, 1, 7, 100, 0.5))[0] == 403  # no secret: see below
+    assert (
+        call(url, "POST", counts_report(4201, 1, 7, rows=100, busy_s=0.5))[0] == 403
+    )  # no secret: see below
     for pid, seq, rows in ((4201, 1, 100), (4202, 1, 60), (4202, 1, 60)):  # the last: resent
         status, answer, _ = call(
-            url, "POST", report(pid, seq, 7, rows, 0.1), headers=_secret(agent, pid)
+            url,
+            "POST",
+            counts_report(pid, seq, 7, rows=rows, busy_s=0.1),
+            headers=_secret(agent, pid),
         )
         assert status == 202, answer
     workers = workers_of(agent, call)
@@ -93,12 +83,16 @@ def test_several_workers_of_one_bin_add_up_and_a_repeat_counts_once(agent: Any, 
     assert [(b["bin"], b["rows"], b["workers"]) for b in workers["bins"]] == [(7, 160, 2)]
     # Counts naming a bin the job does not have are untrue: dropped (a reused Python worker
     # may hold counts of an earlier query), the body still taken.
-    status, answer, _ = call(url, "POST", report(4201, 2, 16, 5, 0.1), headers=_secret(agent, 4201))
+    status, answer, _ = call(
+        url, "POST", counts_report(4201, 2, 16, rows=5, busy_s=0.1), headers=_secret(agent, 4201)
+    )
     assert status == 202, answer
     workers = workers_of(agent, call)
     assert workers is not None and [b["bin"] for b in workers["bins"]] == [7]
     # Another worker's counts under this worker's secret: 403.
-    status, answer, _ = call(url, "POST", report(4202, 3, 7, 5, 0.1), headers=_secret(agent, 4201))
+    status, answer, _ = call(
+        url, "POST", counts_report(4202, 3, 7, rows=5, busy_s=0.1), headers=_secret(agent, 4201)
+    )
     assert status == 403 and answer["errors"][0]["field"] == "counts[0].pid"
 
 

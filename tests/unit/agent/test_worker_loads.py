@@ -13,6 +13,7 @@ from swivel.jobs.agent.acks import AcksRejected, parse_report
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.worker_loads import WorkerLoadWindow
 from swivel.protocol.counts import WorkerCounts
+from tests.worker_counts import counts_report
 
 JOB = load_streamjob(
     Path(__file__).resolve().parents[3] / "examples/fraud-detection/streamjob.yaml"
@@ -102,27 +103,11 @@ def hub(tmp_path: Path, clock: Clock) -> Hub:
     return Hub(JOB.spec, JOB.name, clock=clock, worker_loads_window_s=10.0)
 
 
-def counts_body(pid: int, seq: int, bin_id: int = 4, operator: str = "customer-detector") -> Any:
-    return {
-        "acks": [],
-        "counts": [
-            {
-                "pid": pid,
-                "seq": seq,
-                "intervalSeconds": 1.0,
-                "partitions": [
-                    {"operator": operator, "partition": bin_id, "rows": 9, "busySeconds": 0.3}
-                ],
-            }
-        ],
-    }
-
-
 def test_the_hub_takes_counts_off_an_ack_report(tmp_path: Path) -> None:
     clock = Clock()
     agent = hub(tmp_path, clock)
     agent._register(11, ["customer-detector"])
-    agent.record_acks(counts_body(11, 1))
+    agent.record_acks(counts_report(11, 1))
     document = agent.worker_loads.document()
     assert document is not None and [(b.bin, b.rows) for b in document.bins] == [(4, 9)]
 
@@ -131,7 +116,7 @@ def test_untrue_counts_are_dropped_and_the_acks_beside_them_apply(tmp_path: Path
     clock = Clock()
     agent = hub(tmp_path, clock)
     agent._register(11, ["customer-detector"])
-    body = counts_body(11, 1, bin_id=16)  # the job has bins 0..15
+    body = counts_report(11, 1, bin_id=16)  # the job has bins 0..15
     body["counts"][0]["partitions"] += [
         {"operator": "nope", "partition": 1, "rows": 5},  # not an operator of the job
         {"operator": "parse", "partition": 99, "rows": 7},  # stateless: any partition
@@ -150,10 +135,10 @@ def test_counts_or_acks_that_cannot_apply_hold_the_body_back(tmp_path: Path) -> 
     agent = hub(tmp_path, clock)
     agent._register(11, ["customer-detector"])
     with pytest.raises(AcksRejected) as refused:
-        agent.record_acks(counts_body(12, 1))  # never watched: may clear, retry
+        agent.record_acks(counts_report(12, 1))  # never watched: may clear, retry
     assert refused.value.status == 409
     assert [p.field for p in refused.value.problems] == ["counts[0].pid"]
-    body = counts_body(11, 1)
+    body = counts_report(11, 1)
     body["acks"] = [{"pid": 11, "operator": "customer-detector", "version": 9}]
     with pytest.raises(AcksRejected) as refused:
         agent.record_acks(body)  # an untrue ack: 422, and its counts are not applied either
