@@ -55,7 +55,7 @@ from swivel.api.reconfiguration import (
     validate_against_job,
 )
 from swivel.api.streamjob import StreamJob
-from swivel.operator import metrics
+from swivel.operator import metrics, streamjobs
 from swivel.operator.admission import (
     RECONFIGURATION_SPEC_DEPTH,
     spec_bound_problem,
@@ -76,7 +76,6 @@ from swivel.operator.reconfiguration_steps import (
 
 PLURAL = "reconfigurations"
 RESOURCE = (API_GROUP, API_VERSION, PLURAL)
-JOB_RESOURCE = (API_GROUP, API_VERSION, "streamjobs")
 CRD_VERSION = f"{API_GROUP}/{API_VERSION}"
 
 FAILED_STEP_DELAY_S = 5.0
@@ -129,16 +128,15 @@ async def follow_job(
         async with asyncio.TaskGroup() as group:
             while not stopped:
                 wake.clear()
+                for name in [n for n, t in following.items() if t.done()]:
+                    del following[name]
                 for obj in await reconfigurations_of(ctx, namespace, job):
                     name = str(obj["metadata"]["name"])
-                    task = following.get(name)
-                    if task is None or task.done():
+                    if name not in following:
                         following[name] = group.create_task(
                             follow(ctx, namespace, name, job, stopped),
                             name=f"reconfiguration/{namespace}/{name}",
                         )
-                for name in [n for n, t in following.items() if t.done()]:
-                    del following[name]
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), ctx.intervals.reconfiguration)
     finally:
@@ -196,7 +194,7 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             await _step_alone(ctx, namespace or "", name, job)
 
     @kopf.daemon(
-        *JOB_RESOURCE,
+        *streamjobs.RESOURCE,
         cancellation_backoff=CANCELLATION_BACKOFF_S,
         cancellation_timeout=CANCELLATION_TIMEOUT_S,
         registry=registry,
