@@ -56,13 +56,14 @@ class AckSender:
         identity: WorkerIdentity,
         stopped: threading.Event,
         clock: Callable[[], float],
+        counter: Callable[[], counting.WorkCounter] = counting.counter,
     ) -> None:
         self._connect, self._identity = connect, identity
         self._stopped, self._clock = stopped, clock
         self._acks: list[dict[str, Any]] = []
         self._acked: set[AckKey] = set()
         self._ready = threading.Condition()
-        self._counter = counting.counter  # read at each drain: a forked child has its own
+        self._counter = counter  # called at each drain: a forked child has its own
         self._unsent: list[dict[str, Any]] = []  # counts reports, oldest first, without pid
         self._seq = int(time.time() * 1000)  # above any seq an earlier holder of the id sent
         self._reported_at = time.monotonic()

@@ -122,12 +122,12 @@ def test_a_params_edit_in_git_becomes_a_live_control_plan(harness: Harness) -> N
     ]
     status = wait_for(
         lambda: (
-            (j := h.get("streamjobs", "fraud-detection"))
-            and "lastReconfiguration" in j["status"]
-            and "message" in j["status"]
-            and j["status"]
+            (status := (h.get("streamjobs", "fraud-detection") or {}).get("status") or {})
+            and "lastReconfiguration" in status
+            and "message" in status
+            and status
         ),
-        5,
+        15,
         "the classification and the result on the job",
     )
     assert "live-control" in status["message"]
@@ -147,11 +147,11 @@ def test_a_restart_class_edit_of_a_memory_sink_job_is_refused_visibly(harness: H
     h.patch("streamjobs", "fraud-detection", {"spec": {"image": "swivel:edited"}})
     status = wait_for(
         lambda: (
-            (j := h.get("streamjobs", "fraud-detection"))
-            and "restart refused" in (j["status"].get("message") or "")
-            and j["status"]
+            (status := (h.get("streamjobs", "fraud-detection") or {}).get("status") or {})
+            and "restart refused" in (status.get("message") or "")
+            and status
         ),
-        10,
+        30,
         "the refusal in status.message",
     )
     assert "memory sink" in status["message"] and status["observedGeneration"] == 2

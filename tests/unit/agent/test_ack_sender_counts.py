@@ -1,6 +1,8 @@
 """The ack thread carries the worker's counts (Chi §5): on their own at most once a period,
 with the next ack when one is queued, and again with the same `seq` after a failed post.
-A fake agent connection with failure switches stands in for the network."""
+A fake agent connection with failure switches stands in for the network, and each test
+counts into its own `WorkCounter`: the process-wide one may be drained by another test's
+control client still running in this process."""
 
 from __future__ import annotations
 
@@ -50,11 +52,23 @@ class FakeAgent:
 
 
 @pytest.fixture
-def sender(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[AckSender, FakeAgent]]:
+def counter() -> counting.WorkCounter:
+    return counting.WorkCounter()
+
+
+@pytest.fixture
+def sender(
+    monkeypatch: pytest.MonkeyPatch, counter: counting.WorkCounter
+) -> Iterator[tuple[AckSender, FakeAgent]]:
     monkeypatch.setattr(ack_sender, "REPORT_EVERY_S", 0.05)
-    monkeypatch.setattr(counting, "_counter", counting.WorkCounter())  # this test's own
     agent, stopped = FakeAgent(), threading.Event()
-    sending = AckSender(lambda: agent, WorkerIdentity(77), stopped, lambda: 1000.0)  # type: ignore[arg-type, return-value]
+    sending = AckSender(
+        lambda: agent,  # type: ignore[arg-type, return-value]
+        WorkerIdentity(77),
+        stopped,
+        lambda: 1000.0,
+        counter=lambda: counter,
+    )
     thread = threading.Thread(target=sending.run, daemon=True)
     thread.start()
     yield sending, agent
@@ -63,9 +77,11 @@ def sender(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[AckSender, FakeAge
     thread.join(2)
 
 
-def test_counts_go_out_on_their_own_as_a_report(sender: tuple[AckSender, FakeAgent]) -> None:
+def test_counts_go_out_on_their_own_as_a_report(
+    sender: tuple[AckSender, FakeAgent], counter: counting.WorkCounter
+) -> None:
     _, agent = sender
-    counting.add("customer-detector", 2, 10, 0.1)
+    counter.add("customer-detector", 2, 10, 0.1)
     wait_for(lambda: len(agent.reports()) == 1, 2.0)
     (post,) = agent.posts
     assert post["acks"] == []
@@ -76,13 +92,13 @@ def test_counts_go_out_on_their_own_as_a_report(sender: tuple[AckSender, FakeAge
 
 
 def test_an_ack_carries_the_counts_and_acks_alone_stay_an_array(
-    sender: tuple[AckSender, FakeAgent],
+    sender: tuple[AckSender, FakeAgent], counter: counting.WorkCounter
 ) -> None:
     sending, agent = sender
     sending.add(("op", 2, 2, "processed"), 1, 5, None)
     wait_for(lambda: len(agent.posts) == 1, 2.0)
     assert isinstance(agent.posts[0], list)  # nothing counted: the bare array, as before
-    counting.add("op", 1, 3, 0.01)
+    counter.add("op", 1, 3, 0.01)
     sending.add(("op", 3, 3, "processed"), 1, 6, None)
     wait_for(lambda: len(agent.posts) == 2, 2.0)
     second = agent.posts[1]
@@ -90,12 +106,14 @@ def test_an_ack_carries_the_counts_and_acks_alone_stay_an_array(
     assert second["counts"][0]["partitions"][0]["rows"] == 3
 
 
-def test_a_failed_report_is_sent_again_with_its_seq(sender: tuple[AckSender, FakeAgent]) -> None:
+def test_a_failed_report_is_sent_again_with_its_seq(
+    sender: tuple[AckSender, FakeAgent], counter: counting.WorkCounter
+) -> None:
     _, agent = sender
     agent.down = True
-    counting.add("op", 1, 4, 0.01)
-    wait_for(lambda: not counting.counter().pending, 2.0)  # drained into an unsent report
-    counting.add("op", 1, 6, 0.01)
+    counter.add("op", 1, 4, 0.01)
+    wait_for(lambda: not counter.pending, 2.0)  # drained into an unsent report
+    counter.add("op", 1, 6, 0.01)
     agent.down = False
     wait_for(lambda: sum(p["rows"] for r in agent.reports() for p in r["partitions"]) == 10, 5.0)
     seqs = [r["seq"] for r in agent.reports()]
