@@ -20,8 +20,10 @@ throttled storage logged as read in that window.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -322,6 +324,7 @@ def run_migration_bench(
             size = SizeRun(spark, config, keys, root / f"keys-{keys}", log)
             sweep.append(size.run(strategies, driver_pid))
             runs[keys] = size
+            _keep_size_result(root, sweep[-1])
             if prewarm_reason:
                 sweep[-1]["strategies"][PREWARMED] = None
             shutil.rmtree(root / f"keys-{keys}" / "input", ignore_errors=True)
@@ -356,6 +359,15 @@ def run_migration_bench(
         if spark is not None:
             spark.stop()
         cluster.stop()
+
+
+def _keep_size_result(root: Path, size: dict[str, Any]) -> None:
+    """Write one size's result as soon as it is measured (`<workdir>/size-<keys>.json`): a
+    sweep takes an hour on an idle machine, and a later size that fails (executor memory)
+    must not take the measured ones with it."""
+    path = root / f"size-{size['keys']}.json"
+    path.write_text(json.dumps(size, indent=2, default=str))
+    print(f"keys={size['keys']}: measured, kept in {path}", file=sys.stderr, flush=True)
 
 
 def _size_extras(size: dict[str, Any]) -> dict[str, Any]:
