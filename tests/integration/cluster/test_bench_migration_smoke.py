@@ -10,9 +10,6 @@ The figures of a smoke run on a shared machine are no result (docs/migration.md)
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from typing import Any
 import pytest
 
 from swivel.jobs import jvm
+from tests.bench_runs import run_bounded, tail
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(480)]
 
@@ -37,21 +35,8 @@ def _bench(tmp_path: Path) -> dict[str, Any]:
         "--plots", str(tmp_path / "plots"), "--workdir", str(tmp_path / "work"),
         "--timeout-s", "240", "--settle-s", "3",
     ]  # fmt: skip
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
-        )
-        try:
-            out, _ = process.communicate(timeout=LIMIT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGINT)  # its `finally` stops Spark and the cluster
-            try:
-                process.communicate(timeout=45)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.communicate()
-            pytest.fail(f"over {LIMIT_S:g} s:\n{log.read_text(errors='replace')[-3000:]}")
-    assert process.returncode == 0, log.read_text(errors="replace")[-3000:]
+    returncode, out = run_bounded(command, log, LIMIT_S, tmp_path / "work")
+    assert returncode == 0, tail(log)
     document: dict[str, Any] = json.loads(out)
     return document
 

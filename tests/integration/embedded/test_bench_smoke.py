@@ -13,14 +13,13 @@ inside a running micro-batch of the real job, and the schedule is still recorded
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.bench_runs import run_bounded, tail
 
 # At load 10-15 on 2 cores the smaller smoke surge (20 payments/s, ~5 ms each) ran in 241 s;
 # before it, 331-372 s (the surge outgrew the machine, batches of 5-30 s). The limit leaves
@@ -32,56 +31,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(960)]
 LIMIT_S = 900.0
 
 
-def _tail(path: Path, chars: int = 3000) -> str:
-    """The end of the benchmark's log, without the query plan Spark prints after an error."""
-    text = path.read_text(errors="replace") if path.exists() else ""
-    return text.split("=== Streaming Query ===", 1)[0][-chars:]
-
-
-def _kill_left_over(marker: str) -> None:
-    """SIGKILL the processes whose command line names `marker` (this test's work folder):
-    the agent the benchmark started runs in a session of its own."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                os.kill(int(entry.name), signal.SIGKILL)
-        except (OSError, ValueError):
-            continue
-
-
-def _run(command: list[str], log: Path, workdir: Path) -> tuple[int, str]:
-    """Run the benchmark; past LIMIT_S interrupt it (its `finally` blocks stop the agent and
-    Spark), then kill whatever is left: no orphaned agent or JVM."""
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
-        )
-        try:
-            out, _ = process.communicate(timeout=LIMIT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGINT)
-            try:
-                process.communicate(timeout=45)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.communicate()
-            _kill_left_over(str(workdir))
-            pytest.fail(f"the benchmark ran over {LIMIT_S:g} s; its log ends with:\n{_tail(log)}")
-    return process.returncode, out
-
-
 def _bench(tmp_path: Path, schedulers: str) -> dict[str, Any]:
     log, workdir = tmp_path / "bench.stderr", tmp_path / "work"
-    returncode, out = _run(
+    returncode, out = run_bounded(
         [sys.executable, "-m", "swivel", "bench", "reconfiguration", "--output", "json",
          "--trials", "1", "--size", "smoke", "--surge-batch-s", "0", "--after-s", "0",
          "--schedulers", schedulers, "--workdir", str(workdir)],
         log,
+        LIMIT_S,
         workdir,
     )  # fmt: skip
-    assert returncode == 0, _tail(log)
+    assert returncode == 0, tail(log)
     document: dict[str, Any] = json.loads(out)
     return document
 
