@@ -1,29 +1,29 @@
-"""Chi's hand-over order (§4.2.1, Theorem 1) turned into a migration's steps.
+"""A migration's hand-overs read off Chi's meta-topology G', in the order Spark can use.
 
 The meta-topology G' (`metatopology.py`) has a state edge v -> w for the bins that
-executor v hands to executor w. Chi's Theorem 1 orders the hand-over: an instance
-completes only after every instance it takes state from, so an executor passes bins on
-only once it has taken the bins it receives. Read off G' that is a sequence of *waves*:
+executor v hands to executor w. Chi's Theorem 1 (§4.2.1) orders a hand-over by instances:
+an instance completes only after every instance it takes state from, so in a chain
+A -> B -> C, B passes state on only once it has taken A's. That order exists because in
+Chi the state travels from the old instance to the new one. **In Spark it does not:** a
+plan moves each bin at most once, and the taker reads it from the durable checkpoint, not
+from the giver, so no hand-over waits for another and Theorem 1's order protects nothing.
+Applied anyway (until 2026-11-26, as waves of G'), it cost balance: for a swap A <-> B
+acyclic invariance splits B, so every bin of B went to A before A handed any to B, and
+halfway through a 16 + 16 swap one executor held 47 of 64 bins (docs/migration.md,
+"Measured (2026-11-26)").
 
-- wave 0: the edges out of vertices that take nothing (old roles and pure givers: every
-  giver of a rescale, whose allocation makes no executor both give and take);
-- wave k: the edges out of a collapsed executor whose incoming edges are all in waves < k
-  (a chain A -> B -> C hands A's bins to B before B hands its own on to C; a swap A <-> B
-  keeps B split by acyclic invariance and collapses A, so B's old role hands to A first
-  and A hands on to B* after).
-
-Within a wave the hand-overs are independent, so they share steps: *several givers in
-parallel within a step*, as many bins per step as the strategy allows (all-at-once: every
-bin in one step; fluid: one; batched: `batch_size`, Megaphone's non-interfering groups).
-The order inside a wave is *least-loaded taker first*: each next hand-over goes to the
-taker holding the fewest bins at that point (ties: from the giver holding the most), so
-the executors that are emptiest absorb state first and a giver's load falls as it gives.
+So the steps take G's moving state edges together: *several givers in parallel within a
+step*, as many bins per step as the strategy allows (all-at-once: every bin in one step;
+fluid: one; batched: `batch_size`, Megaphone's non-interfering groups). The order is
+*least-loaded taker first*: each next hand-over goes to the taker holding the fewest bins
+at that point (ties: from the giver holding the most), so the emptiest executors absorb
+state first, a giver's load falls as it gives, and a swap alternates its two directions.
 
 What Spark does with that order: nothing is copied between executors and a bin switches
 only at a micro-batch boundary, for every stateful operator at once (there is no
 per-operator barrier), so a step is one boundary and its hand-overs are re-pointed in the
-listed order within it. Waves cost steps only when G' has chains; all-at-once keeps its one
-step (one global barrier) and only lists the order.
+listed order within it; all-at-once keeps its one step (one global barrier) and only lists
+the order.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-
-from .metatopology import MetaTopology, StateEdge, Vertex
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,22 +43,6 @@ class HandOver:
 
     def to_dict(self) -> dict[str, object]:
         return {"from": self.giver, "to": self.taker, "bins": list(self.bins)}
-
-
-def waves(topology: MetaTopology) -> list[list[StateEdge]]:
-    """The moving state edges of G' in Chi's order: wave k's givers took all they take in
-    waves < k. Edges that stay on one executor (kept bins of a split executor) move nothing."""
-    moving = [edge for edge in topology.state_edges if edge.is_move]
-    incoming: dict[Vertex, list[StateEdge]] = {}
-    for edge in moving:
-        incoming.setdefault(edge.target, []).append(edge)
-    ready: dict[Vertex, int] = {}  # the wave from which a vertex may hand bins on
-    for vertex in topology.hand_over_order():  # topological: takers after their givers
-        ready[vertex] = max((ready[e.source] + 1 for e in incoming.get(vertex, ())), default=0)
-    grouped: dict[int, list[StateEdge]] = {}
-    for edge in moving:
-        grouped.setdefault(ready[edge.source], []).append(edge)
-    return [grouped[level] for level in sorted(grouped)]
 
 
 Loads = Counter[str]  # bins per executor, as the hand-overs so far leave them

@@ -25,9 +25,10 @@ few groups as possible and no executor reloads more bins than the batch size for
 `gap_batches` empty steps go between move steps: the system drains the records queued
 during one migration step before the next one starts, instead of during it (§4.4).
 
-The order of the steps, and of the hand-overs inside each, is Chi's (`handover.py`): read
-off the meta-topology G' in waves (an executor passes bins on only after it took what it
-takes), least-loaded taker first. A step is a list of hand-overs (giver -> taker, bins);
+The order of the steps, and of the hand-overs inside each, is read off the meta-topology
+G' (`handover.py`): its state edges, several givers in parallel, least-loaded taker first,
+so a swap moves one bin each way per step instead of one direction after the other (no
+wave order: in Spark no bin is handed on within a plan). A step is a list of hand-overs (giver -> taker, bins);
 the migration executor re-points them in exactly that order and never plans itself. The
 plan names the placement it assumes (`initial`): an executor that finds another one
 refuses the plan instead of carrying out moves meant for a placement that is gone.
@@ -50,7 +51,6 @@ from .handover import (
     initial_loads,
     one_at_a_time,
     order_groups,
-    waves,
 )
 from .metatopology import plan_meta_topology
 
@@ -217,24 +217,21 @@ def plan_migration(
 def _hand_over_steps(
     current: Assignment, target: Assignment, strategy: Strategy, batch_size: int
 ) -> list[list[HandOver]]:
-    """The steps in Chi's hand-over order (module doc, `handover.py`)."""
+    """The steps in hand-over order over G's moving state edges (module doc, `handover.py`)."""
     loads = initial_loads(current)
-    in_waves = [
-        [(e.source.executor, e.target.executor, e.bins) for e in wave]
-        for wave in waves(plan_meta_topology(current, target))
+    edges = [
+        (edge.source.executor, edge.target.executor, edge.bins)
+        for edge in plan_meta_topology(current, target).state_edges
+        if edge.is_move
     ]
     if strategy is Strategy.ALL_AT_ONCE:  # one boundary: the order is only listed
-        everything = [h for wave in in_waves for h in hand_overs_in_order(wave, loads)]
+        everything = hand_overs_in_order(edges, loads)
         return [everything] if everything else []
-    steps: list[list[HandOver]] = []
-    for wave in in_waves:
-        if strategy is Strategy.FLUID:
-            steps += [[h] for h in one_at_a_time(wave, loads)]
-            continue
-        moves = [Move(b, giver, taker) for giver, taker, bins in wave for b in bins]
-        groups = _batched_groups(moves, batch_size)
-        steps += order_groups([[(m.bin, m.source, m.target) for m in g] for g in groups], loads)
-    return steps
+    if strategy is Strategy.FLUID:
+        return [[h] for h in one_at_a_time(edges, loads)]
+    moves = [Move(b, giver, taker) for giver, taker, bins in edges for b in bins]
+    groups = _batched_groups(moves, batch_size)
+    return order_groups([[(m.bin, m.source, m.target) for m in g] for g in groups], loads)
 
 
 def _moves(hand_overs: Sequence[HandOver]) -> tuple[Move, ...]:

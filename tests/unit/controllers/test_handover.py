@@ -1,6 +1,6 @@
-"""Chi's hand-over order as a migration's steps: waves read off G' (an executor passes bins
-on only after taking its own), several givers in parallel within a step, least-loaded taker
-first, bounded by the strategy's batch size."""
+"""A migration's steps read off G': several givers in parallel within a step, least-loaded
+taker first, bounded by the strategy's batch size; no wave order (in Spark no bin is handed
+on within a plan), so a swap alternates its directions and stays balanced."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swivel.controllers.assignments import rebalance_for_executors
-from swivel.controllers.handover import HandOver, waves
+from swivel.controllers.handover import HandOver
 from swivel.controllers.metatopology import plan_meta_topology
 from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 
@@ -21,7 +21,7 @@ def hand_overs(plan: MigrationPlan) -> list[list[tuple[str, str, tuple[int, ...]
 
 def test_chi_scale_out_two_givers_hand_to_the_new_reducer_in_parallel() -> None:
     """Chi Fig. 2: R1 [a-l] and R2 [m-z] hand [i-l] and [m-p] to the new R3. Both givers
-    are in wave 0 and share every step; the batch size bounds the bins per step."""
+    share every step; the batch size bounds the bins per step."""
     letters = {b: "R1" if b < 12 else "R2" for b in range(26)}
     after = {**letters, **{b: "R3" for b in range(8, 16)}}
     plan = plan_migration(letters, after, Strategy.BATCHED, batch_size=4)
@@ -31,30 +31,33 @@ def test_chi_scale_out_two_givers_hand_to_the_new_reducer_in_parallel() -> None:
         assert {taker for _, taker, _ in step} == {"R3"}
 
 
-def test_a_chain_hands_on_only_after_taking() -> None:
-    """A -> B -> C with B collapsed in G': B receives A's bin in one step and hands its own
-    on to C in a later one (Chi, Theorem 1), even when the batch would hold both."""
+def test_a_chain_shares_a_step() -> None:
+    """A -> B -> C with B collapsed in G': Chi's Theorem 1 would make B hand its bin on only
+    after taking A's. In Spark each bin moves once, from the checkpoint, so both moves fit
+    one batch, least-loaded taker (C holds 1 bin, B 2) first; fluid takes one bin per step."""
     before = {0: "A", 1: "A", 2: "B", 3: "B", 4: "C"}
     after = {0: "B", 1: "A", 2: "C", 3: "B", 4: "C"}
-    assert [[(e.source.label, e.target.label) for e in w] for w in waves(
-        plan_meta_topology(before, after)
-    )] == [[("A", "B")], [("B", "C")]]  # fmt: skip
-    for strategy in (Strategy.BATCHED, Strategy.FLUID):
-        plan = plan_migration(before, after, strategy, batch_size=8)
-        assert hand_overs(plan) == [[("A", "B", (0,))], [("B", "C", (2,))]]
-    at_once = plan_migration(before, after, Strategy.ALL_AT_ONCE)  # one barrier: order only
-    assert hand_overs(at_once) == [[("A", "B", (0,)), ("B", "C", (2,))]]
+    batched = plan_migration(before, after, Strategy.BATCHED, batch_size=8)
+    assert hand_overs(batched) == [[("B", "C", (2,)), ("A", "B", (0,))]]
+    fluid = plan_migration(before, after, Strategy.FLUID)
+    assert hand_overs(fluid) == [[("B", "C", (2,))], [("A", "B", (0,))]]
 
 
-def test_a_swap_follows_the_pruned_meta_topology() -> None:
-    """A gives to B and B to A. Acyclic invariance collapses A and keeps B split (B, B*):
-    in G' B's old role hands to A, and A completes (hands its bin on to B*) only after.
-    Spark could switch both at one boundary; the plan follows G' and takes two."""
-    before = {0: "A", 1: "A", 2: "B", 3: "B"}
-    after = {0: "B", 1: "A", 2: "A", 3: "B"}
-    assert plan_meta_topology(before, after).split_executors == ("B",)
-    plan = plan_migration(before, after, Strategy.BATCHED, batch_size=2)
-    assert hand_overs(plan) == [[("B", "A", (2,))], [("A", "B", (0,))]]
+def test_a_swap_alternates_its_directions() -> None:
+    """A gives 8 bins to B and B 8 to A (Megaphone's benchmark swap). Every batched step
+    moves one bin each way and fluid alternates, so no executor ever holds more than one
+    bin over its share: the migration creates no imbalance of its own."""
+    before = {b: "A" if b < 16 else "B" for b in range(32)}
+    after = {b: ("B" if b < 8 else "A") if b < 16 else ("A" if b < 24 else "B") for b in range(32)}
+    assert plan_meta_topology(before, after).split_executors  # G' splits one of them
+    batched = plan_migration(before, after, Strategy.BATCHED, batch_size=2)
+    assert len(batched.steps) == 8
+    for step in hand_overs(batched):
+        assert sorted((giver, taker) for giver, taker, _ in step) == [("A", "B"), ("B", "A")]
+    fluid = plan_migration(before, after, Strategy.FLUID)
+    for placement in fluid.assignments():
+        held = [list(placement.values()).count(e) for e in ("A", "B")]
+        assert max(held) - min(held) <= 2
 
 
 def test_the_least_loaded_taker_goes_first() -> None:
@@ -87,18 +90,14 @@ def migrations(draw: st.DrawFn) -> tuple[dict[int, str], dict[int, str]]:
 
 
 @given(migrations(), st.sampled_from([Strategy.BATCHED, Strategy.FLUID]), st.integers(1, 6))
-def test_a_collapsed_executor_gives_only_after_it_took_everything(
+def test_every_move_is_made_once_within_the_batch_size(
     migration: tuple[dict[int, str], dict[int, str]], strategy: Strategy, batch_size: int
 ) -> None:
     current, target = migration
     plan = plan_migration(current, target, strategy, batch_size=batch_size)
-    split = set(plan_meta_topology(current, target).split_executors)
-    taken_in: dict[str, list[int]] = {}
-    given_in: dict[str, list[int]] = {}
-    for index, step in enumerate(plan.steps):
+    moved: list[int] = []
+    for step in plan.steps:
         assert len(step.moves) <= (1 if strategy is Strategy.FLUID else batch_size)
-        for move in step.moves:
-            taken_in.setdefault(move.target, []).append(index)
-            given_in.setdefault(move.source, []).append(index)
-    for executor in set(taken_in) & set(given_in) - split:
-        assert max(taken_in[executor]) < min(given_in[executor])
+        moved += [move.bin for move in step.moves]
+    assert sorted(moved) == sorted(b for b in current if current[b] != target[b])
+    assert plan.after == target
