@@ -67,12 +67,12 @@ def test_a_swap_is_carried_out_in_the_planned_hand_over_order(
         for index, step in enumerate(outcome["plan"]["migration"]["steps"])
         for h in step.get("handOver", ())
     ]
-    # A swap of 2 + 1 bins, one bin per step, least-loaded taker first (no wave order in
-    # Spark, controllers/handover.py): whichever direction goes first, the other follows.
+    # A swap of 2 + 1 bins, one bin per step, in the planner's order (least-loaded taker
+    # first, which depends on the measured placement; the alternation itself is unit-tested
+    # in tests/unit/controllers/test_handover.py).
     assert [(step, len(bins)) for step, _, _, bins in planned] == [(1, 1), (2, 1), (3, 1)]
     directions = [(giver, taker) for _, giver, taker, _ in planned]
     assert sorted(directions) == sorted([(x, y), (x, y), (y, x)])
-    assert directions[0] != directions[1]
     final = reports[-1]
     assert final["phase"] == "Completed", final
     executed = final["handOver"]
