@@ -155,8 +155,14 @@ def test_a_restart_class_edit_of_a_memory_sink_job_is_refused_visibly(harness: H
         "the refusal in status.message",
     )
     assert "memory sink" in status["message"] and status["observedGeneration"] == 2
-    events = h.core.list_namespaced_event(h.namespace).items
-    assert any(e.reason == "RestartRefused" and e.type == "Warning" for e in events)
+    wait_for(  # kopf posts its Events on their own, after the status patch
+        lambda: any(
+            e.reason == "RestartRefused" and e.type == "Warning"
+            for e in h.core.list_namespaced_event(h.namespace).items
+        ),
+        30,
+        "a RestartRefused warning Event",
+    )
     kept = _child(h, "v1", "pods", "fraud-detection-driver")
     assert kept["metadata"]["uid"] == pod["metadata"]["uid"]  # never replaced
     assert not kept["metadata"].get("deletionTimestamp")
