@@ -12,7 +12,7 @@ acyclic invariance splits B, so every bin of B went to A before A handed any to 
 halfway through a 16 + 16 swap one executor held 47 of 64 bins (docs/migration.md,
 "Measured (2026-11-26)").
 
-So the steps take G's moving state edges together: *several givers in parallel within a
+So the steps take the moving state edges of G' together: *several givers in parallel within a
 step*, as many bins per step as the strategy allows (all-at-once: every bin in one step;
 fluid: one; batched: `batch_size`, Megaphone's non-interfering groups). The order is
 *least-loaded taker first*: each next hand-over goes to the taker holding the fewest bins

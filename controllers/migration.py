@@ -28,10 +28,11 @@ during one migration step before the next one starts, instead of during it (§4.
 The order of the steps, and of the hand-overs inside each, is read off the meta-topology
 G' (`handover.py`): its state edges, several givers in parallel, least-loaded taker first,
 so a swap moves one bin each way per step instead of one direction after the other (no
-wave order: in Spark no bin is handed on within a plan). A step is a list of hand-overs (giver -> taker, bins);
-the migration executor re-points them in exactly that order and never plans itself. The
-plan names the placement it assumes (`initial`): an executor that finds another one
-refuses the plan instead of carrying out moves meant for a placement that is gone.
+wave order: in Spark no bin is handed on within a plan). A step is a list of hand-overs
+(giver -> taker, bins); the migration executor re-points them in exactly that order and
+never plans itself. The plan names the placement it assumes (`initial`): an executor that
+finds another one refuses the plan instead of carrying out moves meant for a placement
+that is gone.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def plan_migration(
 def _hand_over_steps(
     current: Assignment, target: Assignment, strategy: Strategy, batch_size: int
 ) -> list[list[HandOver]]:
-    """The steps in hand-over order over G's moving state edges (module doc, `handover.py`)."""
+    """The steps in hand-over order over the moving state edges of G' (`handover.py`)."""
     loads = initial_loads(current)
     edges = [
         (edge.source.executor, edge.target.executor, edge.bins)

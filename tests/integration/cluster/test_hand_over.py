@@ -67,9 +67,9 @@ def test_a_swap_is_carried_out_in_the_planned_hand_over_order(
         for index, step in enumerate(outcome["plan"]["migration"]["steps"])
         for h in step.get("handOver", ())
     ]
-    # A swap of 2 + 1 bins, one bin per step, in the planner's order (least-loaded taker
-    # first, which depends on the measured placement; the alternation itself is unit-tested
-    # in tests/unit/controllers/test_handover.py).
+    # The swap's bins (up to 2 + 1: a side may own only one), one bin per step, in the
+    # planner's order (least-loaded taker first, which depends on the measured placement;
+    # the alternation itself is unit-tested in tests/unit/controllers/test_handover.py).
     wanted = [(x, y)] * len(moves[0]["bins"]) + [(y, x)] * len(moves[1]["bins"])
     assert [(step, len(bins)) for step, _, _, bins in planned] == [
         (index + 1, 1) for index in range(len(wanted))

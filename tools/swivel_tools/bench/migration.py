@@ -324,9 +324,9 @@ def run_migration_bench(
             size = SizeRun(spark, config, keys, root / f"keys-{keys}", log)
             sweep.append(size.run(strategies, driver_pid))
             runs[keys] = size
-            _keep_size_result(root, sweep[-1])
             if prewarm_reason:
                 sweep[-1]["strategies"][PREWARMED] = None
+            _keep_size_result(root, sweep[-1])
             shutil.rmtree(root / f"keys-{keys}" / "input", ignore_errors=True)
         loads.append(_load_average("end"))
         chosen_keys = config.chosen_keys or max(config.sweep_keys)
