@@ -140,3 +140,128 @@ def test_the_sweep_rows_and_the_goal() -> None:
     assert goal["per_size"] == [
         {"keys": 320_000, "qualifies": True, "batched_over_all_at_once": 0.15}
     ]
+
+
+def batches(first: int, durations: list[float]) -> list[figures.BatchTime]:
+    return [(first + i, ms, float(first + i)) for i, ms in enumerate(durations)]
+
+
+def test_runs_of_steady_batches_are_cut_at_a_missing_batch() -> None:
+    assert figures.contiguous_runs([(3, 1.0, 0), (1, 5.0, 0), (2, 6.0, 0), (7, 9.0, 0)]) == [
+        [5.0, 6.0, 1.0],
+        [9.0],
+    ]
+    assert figures.contiguous_runs([]) == []
+
+
+def test_the_steady_window_excess_is_the_worst_of_each_window_over_its_run_p50() -> None:
+    run = batches(10, [100.0, 100.0, 400.0, 100.0, 100.0, 100.0, 100.0])  # p50 100, one slow
+    one = figures.steady_window_excess([run], 1)
+    assert one == {
+        "median": 0.0,
+        "max": 300.0,
+        "window_batches": 1,
+        "windows": 7,
+        "steady_batches": 7,
+    }
+    # every window of 3 that holds batch 12 catches the slow batch: 3 of 5 windows
+    three = figures.steady_window_excess([run], 3)
+    assert (three["median"], three["max"], three["windows"]) == (300.0, 300.0, 5)
+    # a window as long as the run: one window
+    whole = figures.steady_window_excess([run], 7)
+    assert (whole["median"], whole["windows"]) == (300.0, 1)
+    assert "reason" not in whole
+
+
+def test_a_window_longer_than_any_steady_run_gets_no_number_but_a_reason() -> None:
+    runs = [batches(0, [100.0] * 6), batches(20, [100.0] * 6)]  # 12 batches, but in two runs
+    out = figures.steady_window_excess(runs, 8)
+    assert out["median"] is None and out["max"] is None
+    assert out["windows"] == 0 and out["steady_batches"] == 12
+    assert "6" in out["reason"] and "8" in out["reason"]
+    assert figures.steady_window_excess([], 1)["reason"].startswith("the longest run")
+    with pytest.raises(ValueError, match="one batch"):
+        figures.steady_window_excess(runs, 0)
+
+
+def test_steady_windows_never_span_a_gap_and_each_run_keeps_its_own_p50() -> None:
+    # two runs at different levels: a window spanning both would see 1 000 over 100's p50
+    low = batches(0, [100.0, 100.0, 100.0])
+    high = batches(10, [1_000.0, 1_000.0, 1_000.0])
+    out = figures.steady_window_excess([low + high], 2)
+    assert (out["median"], out["max"], out["windows"]) == (0.0, 0.0, 4)
+
+
+def test_the_moved_task_extra_is_the_moved_bins_time_above_their_batch() -> None:
+    task_ms = {
+        5: {0: 500.0, 1: 100.0, 2: 100.0, 3: 120.0},  # bin 0 moved in: 400 ms over the median
+        6: {0: 100.0, 1: 300.0, 2: 100.0, 3: 110.0},  # bin 1 moved in: 200 over median 100
+        7: {0: 400.0, 1: 400.0, 2: 400.0, 3: 400.0},  # a slow batch of the query, no move
+    }
+    out = figures.moved_task_extra(task_ms, {5: [0], 6: [1]})
+    assert out["per_batch"] == {5: 400.0, 6: 200.0}
+    assert (out["max"], out["sum"], out["moved_tasks"]) == (400.0, 600.0, 2)
+    assert "reason" not in out and "unread_batches" not in out
+    # a batch where every task is slow, moved-in or not, costs the migration nothing
+    slow = figures.moved_task_extra(task_ms, {7: [2, 3]})
+    assert (slow["max"], slow["sum"]) == (0.0, 0.0)
+    # moved-in bins faster than the rest give a negative extra, not clipped
+    assert figures.moved_task_extra({1: {0: 50.0, 1: 100.0}}, {1: [0]})["max"] == -50.0
+
+
+def test_the_moved_task_extra_of_nothing_moved_is_zero() -> None:
+    out = figures.moved_task_extra({5: {0: 100.0}}, {})
+    assert (out["max"], out["sum"], out["moved_tasks"], out["per_batch"]) == (0.0, 0.0, 0, {})
+    assert figures.moved_task_extra({}, {5: []})["max"] == 0.0
+
+
+def test_the_moved_task_extra_lists_batches_it_cannot_read() -> None:
+    task_ms = {5: {0: 500.0, 1: 100.0}, 6: {0: 100.0, 1: 100.0}}
+    # batch 8 has no task list; in batch 6 every bin moved in: no other bin to compare with
+    partial = figures.moved_task_extra(task_ms, {5: [0], 6: [0, 1], 8: [1]})
+    assert (partial["max"], partial["sum"]) == (400.0, 400.0)
+    assert partial["unread_batches"] == [6, 8]
+    none = figures.moved_task_extra(task_ms, {6: [0, 1], 8: [1]})
+    assert none["max"] is None and none["sum"] is None
+    assert "no batch" in none["reason"]
+
+
+def test_the_sweep_rows_carry_the_diagnostics_and_the_text_shows_them() -> None:
+    steady = {"median": 250.0, "max": 900.0, "window_batches": 16, "windows": 9}
+    extra = {"max": 1_400.0, "sum": 9_000.0, "moved_tasks": 32, "per_batch": {}}
+    result = {
+        "max_batch_ms": 4_900.0,
+        "excess_ms": 2_500.0,
+        "steady_window_excess_ms": steady,
+        "moved_task_extra_ms": extra,
+    }
+    row = figures.sweep_row(640_000, {"batched": result})
+    assert row["strategies"]["batched"]["steady_window_excess_ms"] == steady
+    assert row["strategies"]["batched"]["moved_task_extra_ms"] == extra
+    unknown = {"median": None, "max": None, "window_batches": 32, "reason": "too few"}
+    lines = figures.noise_lines(
+        {
+            "batched": result,
+            "fluid": {**result, "steady_window_excess_ms": unknown},
+            "batched-prewarmed": None,
+        }
+    )
+    assert lines[0] == (
+        "batched: excess 2500 ms; without migration over 16 batches: median 250 ms, "
+        "max 900 ms; moved-in task extra: max 1400 ms per batch, 9000 ms in all"
+    )
+    assert "over 32 batches: n/a (too few)" in lines[1]
+    assert lines[2] == "batched-prewarmed: not run"
+
+
+def test_the_excess_plot_draws_the_no_migration_medians(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from swivel_tools.bench.migration_plots import plot_excess
+
+    def result(excess: float, median: float | None) -> dict[str, object]:
+        steady = {"median": median, "max": median, "window_batches": 16}
+        return {"moved_bytes": 2**20, "excess_ms": excess, "steady_window_excess_ms": steady}
+
+    sweep = [{"strategies": {"batched": result(2_500.0, 250.0), "fluid": result(1.0, None)}}]
+    path = plot_excess(sweep, tmp_path)
+    assert path is not None and Path(path).stat().st_size > 0

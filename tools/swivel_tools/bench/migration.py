@@ -15,7 +15,12 @@ Per strategy: the worst batch in the migration's window, the *excess* over the s
 of the same query's batches just before it, the duration, the moved bins and their state
 bytes (attributed in-memory bytes, `jobs/migration/state_memory.py`; plus the bytes of
 their newest snapshot and later deltas, which is what a reload reads), and what the
-throttled storage logged as read in that window.
+throttled storage logged as read in that window. Beside the excess, two diagnostics that
+tell the migration from the query's own slow batches (the goal stays the excess): the
+excess the query shows with no migration over a window as long as the strategy's
+(`steady_window_excess_ms`, from the steady batches before each strategy and a run of
+no-migration batches at the end of each size), and the moved-in bins' task time beyond
+their batch's other bins (`moved_task_extra_ms`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -38,68 +43,28 @@ from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
 from swivel.jobs.migration.state_memory import bin_state, read_state_rows
 from swivel_tools.bench import migration_figures as figures
-from swivel_tools.bench.migration_anatomy import batch_anatomy, epoch, reload_figures
+from swivel_tools.bench.migration_anatomy import (
+    batch_anatomy,
+    epoch,
+    moved_in,
+    moved_in_prewarmed,
+    reload_figures,
+    task_times,
+)
 from swivel_tools.bench.migration_plots import plot_excess, plot_timelines
+from swivel_tools.bench.migration_settings import (
+    STEADY_RUN_MARGIN,
+    BenchConfig,
+    migration_conf,
+    storage_description,
+)
 from swivel_tools.bench.prewarmed import PrewarmedMigrator
 from swivel_tools.bench.workload import KeyedWorkload
 
 PLAIN = ("all-at-once", "fluid", "batched")
 PREWARMED = "batched-prewarmed"
-HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
-
-@dataclass(frozen=True)
-class BenchConfig:
-    bins: int = 64
-    sweep_keys: tuple[int, ...] = (80_000, 320_000, 640_000)
-    payload_bytes: int = 3_000
-    rows_per_batch: int = 2_000
-    load_batches: int = 8
-    steady_batches: int = 6
-    swap: int = 0  # bins each executor gives; 0: bins // 4 (half of the bins move)
-    batch_size: int = 2
-    gap_batches: int = 0
-    executor_cores: int = 2  # a free slot beside the batch for a prewarm (docs)
-    executor_memory_gb: int = 5
-    storage: str = "throttled"  # or "local"
-    read_mb_per_s: float = 150.0
-    open_latency_ms: float = 20.0
-    snapshot_every: int = 10  # Spark's default minDeltasForSnapshot
-    prewarmed: bool = True
-    chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
-    timeout_s: float = 900.0
-    settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
-
-    @property
-    def per_executor(self) -> int:
-        return self.swap or max(1, self.bins // 4)
-
-
-def migration_conf(config: BenchConfig) -> dict[str, str]:
-    """Session settings (docs/migration.md, "Migration benchmark: setup").
-
-    - HDFS-backed store: a bin's rows live in its executor's heap, a batch on a new executor
-      first reads all of the bin's files (the reload) -- and it is the store the prewarm
-      prototype supports.
-    - Snapshots every `snapshot_every` deltas (Spark's default 10): a reload reads one
-      snapshot and at most that many deltas whichever strategy runs first or last; without
-      snapshots the later strategies would open more delta files (20 ms each on throttled).
-    - Maintenance every 2 s: the bins an executor no longer serves are unloaded soon, so a
-      bin moved back later is a real reload, not a cache hit.
-    - `spark.locality.wait` 30 s: the placement is Swivel's; with 3 s an idle executor
-      takes a busy one's bins and the strategies would not start alike.
-    """
-    return {
-        "spark.sql.streaming.numRecentProgressUpdates": "2000",
-        "spark.executor.memory": f"{config.executor_memory_gb}g",
-        "spark.executor.cores": str(config.executor_cores),
-        "spark.driver.memory": "2g",
-        "spark.memory.fraction": "0.3",
-        "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(config.snapshot_every),
-        "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
-        "spark.locality.wait": "30s",
-    }
+__all__ = ["BenchConfig", "run_migration_bench"]
 
 
 def _durations(query: Any, first: int, last: int) -> list[figures.BatchTime]:
@@ -138,6 +103,7 @@ class SizeRun:
         self.timelines: dict[str, list[figures.BatchTime]] = {}
         self._spans: dict[str, tuple[int, int]] = {}
         self.windows: dict[str, tuple[int, int]] = {}
+        self.steady: list[list[figures.BatchTime]] = []  # runs of no-migration batches
 
     def start(self) -> None:
         self.workload.write_inputs(self.config.load_batches + 12)
@@ -182,6 +148,12 @@ class SizeRun:
             self.settle(self.mover.migrate(original, "all-at-once"))  # back, not measured
             first, last = self._spans[strategy]
             self.timelines[strategy] = _durations(self.workload.query, first, last)
+        steady_run = self.record_steady_run()
+        for strategy, result in results.items():
+            first, last = self.windows[strategy]
+            result["steady_window_excess_ms"] = figures.steady_window_excess(
+                self.steady, last - first + 1
+            )
         self.workload.stop()
         rows_after = sum(self.workload.state_rows_per_bin().values())
         mismatched = self.workload.count_mismatches(self.workload.processed_files())
@@ -195,6 +167,26 @@ class SizeRun:
             "state_bytes": sum(b for _, b in state.values()),
             "counts_match_reference": mismatched == 0,
             "moved": {"bins": moving, "from_to": {b: [original[b], target[b]] for b in moving}},
+            "steady_run": steady_run,
+        }
+
+    def record_steady_run(self) -> dict[str, Any]:
+        """Record the query with no migration for as many batches as the longest window
+        and a margin (or `steady_run_batches`): the strategies' own steady batches (6 each
+        by default) are too few for a 16-32-batch window's `steady_window_excess_ms`."""
+        cfg = self.config
+        longest = max((last - first + 1 for first, last in self.windows.values()), default=0)
+        count = cfg.steady_run_batches
+        count = longest + STEADY_RUN_MARGIN if count is None else count
+        if count <= 0:
+            return {"batches": None, "p50_ms": None}
+        start = self.workload.batches_done() + 1
+        self.workload.wait_for_batch(start + count - 1, timeout=cfg.timeout_s)
+        run = _durations(self.workload.query, start, start + count - 1)
+        self.steady.append(run)
+        return {
+            "batches": [start, start + count - 1],
+            "p50_ms": figures.steady_p50([d for _, d, _ in run]) if run else None,
         }
 
     def measure(
@@ -203,7 +195,9 @@ class SizeRun:
         cfg, workload, query = self.config, self.workload, self.workload.query
         start = workload.batches_done() + 1
         workload.wait_for_batch(start + cfg.steady_batches - 1, timeout=cfg.timeout_s)
-        steady = [d for _, d, _ in _durations(query, start, start + cfg.steady_batches - 1)]
+        steady_batches = _durations(query, start, start + cfg.steady_batches - 1)
+        self.steady.append(steady_batches)
+        steady = [d for _, d, _ in steady_batches]
         began = time.time()
         extra: dict[str, Any] = {}
         if strategy == PREWARMED:
@@ -216,6 +210,7 @@ class SizeRun:
                 raise RuntimeError(f"{strategy}: bins {missing} did not run on their target")
             moved, steps = outcome.moved_bins, outcome.steps
             extra = {"prewarm_ms": outcome.prewarm_ms, "statuses": outcome.statuses}
+            moved_into = moved_in_prewarmed(plan, outcome.switch_boundaries)
             started_at: float | None = began
         else:
             migration = self.mover.migrate(
@@ -229,6 +224,7 @@ class SizeRun:
             workload.wait_for_batch(last, timeout=cfg.timeout_s)
             moved, steps = migration.moved, migration.plan.step_count
             extra = reload_figures(self.mover, migration)
+            moved_into = moved_in(migration)
             started_at = None
         window = _durations(query, first, last)
         spike = figures.excess(window, steady)
@@ -257,6 +253,9 @@ class SizeRun:
                 ),
             },
             "storage_reads": reads,
+            "moved_task_extra_ms": figures.moved_task_extra(
+                task_times(self.mover, str(query.runId), sorted(moved_into), cfg.bins), moved_into
+            ),
             **extra,
         }
 
@@ -266,21 +265,6 @@ def _driver_pid(spark: Any) -> str:
     return str(jvm_.java.lang.management.ManagementFactory.getRuntimeMXBean().getName()).split("@")[
         0
     ]
-
-
-def _storage(config: BenchConfig, log: Path | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": config.storage}
-    if config.storage == "throttled":
-        out.update(
-            scheme="throttled://",
-            filesystem=figures.THROTTLED_CLASS,
-            read_mb_per_s=config.read_mb_per_s,
-            open_latency_ms=config.open_latency_ms,
-            emulates="per-open latency and per-stream read bandwidth of a remote store",
-            not_emulated="write/list/rename latency, request limits, shared-link contention",
-            log=str(log),
-        )
-    return out
 
 
 def run_migration_bench(
@@ -338,7 +322,7 @@ def run_migration_bench(
             "steady_batch_ms": {"p50": chosen["steady_p50_ms"], "keys": chosen_keys},
             "strategies": top,
             "state_rows": chosen["state_rows"],
-            "storage": _storage(config, log),
+            "storage": storage_description(config, log),
             "sweep": [
                 {**figures.sweep_row(s["keys"], s["strategies"]), **_size_extras(s)} for s in sweep
             ],
@@ -371,7 +355,8 @@ def _keep_size_result(root: Path, size: dict[str, Any]) -> None:
 
 
 def _size_extras(size: dict[str, Any]) -> dict[str, Any]:
-    return {k: size[k] for k in ("steady_p50_ms", "state_rows", "state_bytes", "moved")}
+    keep = ("steady_p50_ms", "state_rows", "state_bytes", "moved", "steady_run")
+    return {k: size[k] for k in keep}
 
 
 def _strategies(spark: Any, config: BenchConfig) -> tuple[tuple[str, ...], str | None]:

@@ -1,12 +1,16 @@
 """Where a migration's worst batch spent its time (status REST API task lists), for the
 JSON of `swivel bench migration`: per executor, the stateful stage's tasks and the moved
-bins' tasks, whose durations include their reload on the new executor."""
+bins' tasks, whose durations include their reload on the new executor; and the task lists
+of the batches bins moved into, from which `moved_task_extra_ms` is computed
+(`migration_figures.moved_task_extra`)."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from swivel.controllers.migration import MigrationPlan
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
 
@@ -30,6 +34,49 @@ def reload_figures(mover: BinMover, migration: Migration) -> dict[str, Any]:
             "median": statistics.median(reloads) if reloads else 0.0,
         },
     }
+
+
+def moved_in(migration: Migration) -> dict[int, list[int]]:
+    """Batch -> the bins that ran on their new executor for the first time in it (the
+    batch each move was verified in)."""
+    out: dict[int, list[int]] = {}
+    for outcome in migration.outcomes.values():
+        if outcome.verified_in_batch is not None:
+            out.setdefault(outcome.verified_in_batch, []).append(outcome.move.bin)
+    return out
+
+
+def moved_in_prewarmed(
+    plan: MigrationPlan, switch_boundaries: Sequence[int]
+) -> dict[int, list[int]]:
+    """The same for a prewarmed run: a step's bins run on their targets in the batch after
+    the boundary that switched them."""
+    out: dict[int, list[int]] = {}
+    steps = [s for s in plan.steps if s.moves]
+    for step, boundary in zip(steps, switch_boundaries, strict=True):
+        out.setdefault(boundary + 1, []).extend(m.bin for m in step.moves)
+    return out
+
+
+def task_times(
+    mover: BinMover, run_id: str, batches: Iterable[int], bins: int
+) -> dict[int, dict[int, float]]:
+    """Batch -> bin -> its stateful-stage task's ms: the mover's own record of the batch
+    when it verified one (a plain strategy's window), else the status REST API (read
+    after the window, off the batch path)."""
+    out: dict[int, dict[int, float]] = {}
+    missing = []
+    for batch in batches:
+        record = mover.batches.get(batch)
+        if record is not None and record.task_ms:
+            out[batch] = dict(record.task_ms)
+        else:
+            missing.append(batch)
+    if missing:
+        for batch, runs in mover.internals.batches_tasks(run_id, missing, bins).items():
+            if runs:
+                out[batch] = {t.partition: t.duration_ms for t in runs}
+    return out
 
 
 def epoch(timestamp: str) -> float:

@@ -8,7 +8,7 @@ figures the issue's goals are judged on are computed here, from plain numbers.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,97 @@ def excess(window: Sequence[BatchTime], steady: Sequence[float]) -> Excess:
         raise ValueError("the migration window holds no batch")
     worst = max(window, key=lambda w: w[1])
     return Excess(worst[1], steady_p50(steady), worst[0])
+
+
+def contiguous_runs(batches: Sequence[BatchTime]) -> list[list[float]]:
+    """The durations of `batches` cut where a batch id is missing: a window of the query's
+    own batches must not span a gap (other work ran there, e.g. a migration)."""
+    runs: list[list[float]] = []
+    previous: int | None = None
+    for batch, ms, _ in sorted(batches):
+        if previous is None or batch != previous + 1:
+            runs.append([])
+        runs[-1].append(ms)
+        previous = batch
+    return runs
+
+
+def steady_window_excess(
+    steady: Iterable[Sequence[BatchTime]], window_batches: int
+) -> dict[str, Any]:
+    """What `excess` reads on the query with no migration, over a window as long as the
+    strategy's: in every run of consecutive steady batches, each window of `window_batches`
+    batches' worst batch minus that run's p50; the median and the max over all windows.
+
+    Why: the worst of 16-32 batches of a steady query exceeds its p50 by the query's own
+    spread, which the worst of one batch does not; this is that spread at the strategy's
+    window length, so a strategy's `excess_ms` can be read against it. None (with a
+    reason) when no run of steady batches is as long as the window."""
+    if window_batches < 1:
+        raise ValueError("a window holds at least one batch")
+    runs = [run for batches in steady for run in contiguous_runs(batches)]
+    worsts: list[float] = []
+    for run in runs:
+        p50 = steady_p50(run)
+        worsts += [
+            max(run[i : i + window_batches]) - p50 for i in range(len(run) - window_batches + 1)
+        ]
+    out: dict[str, Any] = {
+        "median": round(statistics.median(worsts), 1) if worsts else None,
+        "max": round(max(worsts), 1) if worsts else None,
+        "window_batches": window_batches,
+        "windows": len(worsts),
+        "steady_batches": sum(len(run) for run in runs),
+    }
+    if not worsts:
+        longest = max((len(run) for run in runs), default=0)
+        out["reason"] = (
+            f"the longest run of steady batches holds {longest}, "
+            f"fewer than the window's {window_batches}"
+        )
+    return out
+
+
+def moved_task_extra(
+    task_ms: Mapping[int, Mapping[int, float]], moved_in: Mapping[int, Collection[int]]
+) -> dict[str, Any]:
+    """The migration's own cost in task time, apart from the query's slow batches: per
+    batch, the sum over the bins moved into it (their first batch on the new executor,
+    reload included) of their task's ms minus the median task ms of the batch's other bins;
+    the max over batches and the sum over the window. A batch in which every task was slow
+    (the query's own slowness) adds nothing here; a reload does.
+
+    `task_ms`: batch -> bin -> its stateful-stage task's ms; `moved_in`: batch -> the bins
+    moved into it. Batches whose task list is missing, or that have no other bin to
+    compare with, are listed, not guessed; None (with a reason) if no batch could be read.
+    """
+    per_batch: dict[int, float] = {}
+    unread: list[int] = []
+    moved_tasks = 0
+    for batch, bins in sorted(moved_in.items()):
+        if not bins:
+            continue
+        tasks, moving = task_ms.get(batch, {}), set(bins)
+        moved = [tasks[b] for b in moving if b in tasks]
+        others = [ms for b, ms in tasks.items() if b not in moving]
+        if not moved or not others:
+            unread.append(batch)
+            continue
+        baseline = statistics.median(others)
+        per_batch[batch] = round(sum(ms - baseline for ms in moved), 1)
+        moved_tasks += len(moved)
+    read = bool(per_batch) or not unread  # nothing moved: no cost, 0
+    out: dict[str, Any] = {
+        "max": max(per_batch.values(), default=0.0) if read else None,
+        "sum": round(sum(per_batch.values()), 1) if read else None,
+        "moved_tasks": moved_tasks,
+        "per_batch": per_batch,
+    }
+    if unread:
+        out["unread_batches"] = unread
+    if not read:
+        out["reason"] = "no batch with moved-in bins had both their tasks and other bins' tasks"
+    return out
 
 
 def window_duration_s(window: Sequence[BatchTime], started_at: float | None = None) -> float:
@@ -196,8 +287,17 @@ def reload_bytes_on_disk(checkpoint_folder: Path, bins: Iterable[int], operator:
 
 
 def sweep_row(keys: int, strategies: Mapping[str, Any]) -> dict[str, Any]:
-    """One entry of `sweep`: the size and the per-strategy contract figures."""
-    figures = ("max_batch_ms", "excess_ms", "duration_s", "moved_bins", "moved_bytes")
+    """One entry of `sweep`: the size and the per-strategy contract figures, with the two
+    diagnostics that tell the migration from the query's own slow batches."""
+    figures = (
+        "max_batch_ms",
+        "excess_ms",
+        "duration_s",
+        "moved_bins",
+        "moved_bytes",
+        "steady_window_excess_ms",
+        "moved_task_extra_ms",
+    )
     return {
         "keys": keys,
         "strategies": {
@@ -205,6 +305,33 @@ def sweep_row(keys: int, strategies: Mapping[str, Any]) -> dict[str, Any]:
             for name, result in strategies.items()
         },
     }
+
+
+def noise_lines(strategies: Mapping[str, Any]) -> list[str]:
+    """One line per strategy for the CLI's text output: the goal's `excess_ms` beside the
+    two diagnostics that say how much of it the query's own slow batches explain."""
+
+    def ms(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.0f} ms"
+
+    lines = []
+    for name, result in strategies.items():
+        if result is None:
+            lines.append(f"{name}: not run")
+            continue
+        steady = result.get("steady_window_excess_ms") or {}
+        extra = result.get("moved_task_extra_ms") or {}
+        noise = (
+            f"median {ms(steady.get('median'))}, max {ms(steady.get('max'))}"
+            if steady.get("median") is not None
+            else f"n/a ({steady.get('reason', 'not recorded')})"
+        )
+        lines.append(
+            f"{name}: excess {ms(result.get('excess_ms'))}; without migration over "
+            f"{steady.get('window_batches', '?')} batches: {noise}; moved-in task extra: "
+            f"max {ms(extra.get('max'))} per batch, {ms(extra.get('sum'))} in all"
+        )
+    return lines
 
 
 def bounded_ratio(sweep: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -38,6 +38,13 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--load-batches", type=int, default=8, show_default=True)
 @click.option("--steady-batches", type=int, default=6, show_default=True)
 @click.option(
+    "--steady-run-batches",
+    type=click.IntRange(min=0),
+    default=None,
+    help="No-migration batches recorded at the end of each size for steady_window_excess_ms "
+    "(default: the size's longest migration window + 8; 0: none).",
+)
+@click.option(
     "--swap", type=int, default=0, help="Bins each executor gives (and takes); 0: bins/4."
 )
 @click.option("--batch-size", type=int, default=2, show_default=True, help="Batched strategies.")
@@ -81,6 +88,7 @@ def migration(
     rows_per_batch: int,
     load_batches: int,
     steady_batches: int,
+    steady_run_batches: int | None,
     swap: int,
     batch_size: int,
     gap_batches: int,
@@ -109,6 +117,7 @@ def migration(
         rows_per_batch=rows_per_batch,
         load_batches=load_batches,
         steady_batches=steady_batches,
+        steady_run_batches=steady_run_batches,
         swap=swap,
         batch_size=batch_size,
         gap_batches=gap_batches,
@@ -123,7 +132,15 @@ def migration(
         timeout_s=timeout_s,
         settle_s=settle_s,
     )
-    _emit(run_migration_bench(config, plot_dir=plots, workdir=workdir), output)
+    report = run_migration_bench(config, plot_dir=plots, workdir=workdir)
+    if output == "text":
+        from swivel_tools.bench.migration_figures import noise_lines
+
+        keys = report["steady_batch_ms"]["keys"]
+        click.echo(f"excess (the goal's figure) and its diagnostics at {keys} keys:")
+        for line in noise_lines(report["strategies"]):
+            click.echo(line)
+    _emit(report, output)
 
 
 @click.command("overhead")

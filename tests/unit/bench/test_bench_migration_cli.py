@@ -1,0 +1,45 @@
+"""`swivel bench migration`'s options reach the bench's settings and its text output puts
+the goal's excess beside its two diagnostics (the run itself is faked: no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from swivel_tools.bench import migration as bench
+from swivel_tools.cli.bench_migration import migration
+
+
+def test_the_steady_run_option_and_the_text_lines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[bench.BenchConfig] = []
+    steady = {"median": 250.0, "max": 900.0, "window_batches": 16}
+    extra = {"max": 1_400.0, "sum": 9_000.0}
+
+    def run(config: bench.BenchConfig, **_: Any) -> dict[str, Any]:
+        seen.append(config)
+        result = {
+            "excess_ms": 2_500.0,
+            "steady_window_excess_ms": steady,
+            "moved_task_extra_ms": extra,
+        }
+        return {
+            "steady_batch_ms": {"p50": 2_400.0, "keys": 640_000},
+            "strategies": {"batched": result},
+        }
+
+    monkeypatch.setattr(bench, "run_migration_bench", run)
+    runner = CliRunner()
+    out = runner.invoke(migration, ["--steady-run-batches", "0", "--plots", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert seen[-1].steady_run_batches == 0
+    assert "at 640000 keys" in out.output
+    assert "batched: excess 2500 ms; without migration over 16 batches: median 250 ms" in out.output
+    assert runner.invoke(migration, ["--plots", str(tmp_path)]).exit_code == 0
+    assert seen[-1].steady_run_batches is None  # the default: the longest window + a margin
+    refused = runner.invoke(migration, ["--steady-run-batches", "-1"])
+    assert refused.exit_code != 0

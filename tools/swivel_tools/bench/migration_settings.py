@@ -1,0 +1,87 @@
+"""What one `swivel bench migration` run is configured with: its settings (`BenchConfig`,
+filled by the CLI), the Spark session settings they imply, and the JSON's description of
+the checkpoint storage. Apart from the run (`migration.py`) so that file stays the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from swivel_tools.bench import migration_figures as figures
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+STEADY_RUN_MARGIN = 8  # the longest window then fits 9 times in the steady run
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    bins: int = 64
+    sweep_keys: tuple[int, ...] = (80_000, 320_000, 640_000)
+    payload_bytes: int = 3_000
+    rows_per_batch: int = 2_000
+    load_batches: int = 8
+    steady_batches: int = 6
+    # no-migration batches recorded at the end of each size for `steady_window_excess_ms`;
+    # None: the size's longest migration window + STEADY_RUN_MARGIN; 0: none
+    steady_run_batches: int | None = None
+    swap: int = 0  # bins each executor gives; 0: bins // 4 (half of the bins move)
+    batch_size: int = 2
+    gap_batches: int = 0
+    executor_cores: int = 2  # a free slot beside the batch for a prewarm (docs)
+    executor_memory_gb: int = 5
+    storage: str = "throttled"  # or "local"
+    read_mb_per_s: float = 150.0
+    open_latency_ms: float = 20.0
+    snapshot_every: int = 10  # Spark's default minDeltasForSnapshot
+    prewarmed: bool = True
+    chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
+    timeout_s: float = 900.0
+    settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
+
+    @property
+    def per_executor(self) -> int:
+        return self.swap or max(1, self.bins // 4)
+
+
+def migration_conf(config: BenchConfig) -> dict[str, str]:
+    """Session settings (docs/migration.md, "Migration benchmark: setup").
+
+    - HDFS-backed store: a bin's rows live in its executor's heap, a batch on a new executor
+      first reads all of the bin's files (the reload) -- and it is the store the prewarm
+      prototype supports.
+    - Snapshots every `snapshot_every` deltas (Spark's default 10): a reload reads one
+      snapshot and at most that many deltas whichever strategy runs first or last; without
+      snapshots the later strategies would open more delta files (20 ms each on throttled).
+    - Maintenance every 2 s: the bins an executor no longer serves are unloaded soon, so a
+      bin moved back later is a real reload, not a cache hit.
+    - `spark.locality.wait` 30 s: the placement is Swivel's; with 3 s an idle executor
+      takes a busy one's bins and the strategies would not start alike.
+    """
+    return {
+        "spark.sql.streaming.numRecentProgressUpdates": "2000",
+        "spark.executor.memory": f"{config.executor_memory_gb}g",
+        "spark.executor.cores": str(config.executor_cores),
+        "spark.driver.memory": "2g",
+        "spark.memory.fraction": "0.3",
+        "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(config.snapshot_every),
+        "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+        "spark.locality.wait": "30s",
+    }
+
+
+def storage_description(config: BenchConfig, log: Path | None) -> dict[str, Any]:
+    """The JSON's `storage`: what the checkpoint storage emulates and what it does not."""
+    out: dict[str, Any] = {"kind": config.storage}
+    if config.storage == "throttled":
+        out.update(
+            scheme="throttled://",
+            filesystem=figures.THROTTLED_CLASS,
+            read_mb_per_s=config.read_mb_per_s,
+            open_latency_ms=config.open_latency_ms,
+            emulates="per-open latency and per-stream read bandwidth of a remote store",
+            not_emulated="write/list/rename latency, request limits, shared-link contention",
+            log=str(log),
+        )
+    return out
