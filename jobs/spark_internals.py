@@ -191,9 +191,11 @@ class SparkInternals:
         target: str,
         host: str,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+        version: int | None = None,
     ) -> list[dict[str, Any]]:
-        """At a boundary: `set_location` for `bins` and hand the prewarmed copies to them."""
-        return self.prewarmer().switch(query, bins, target, host, stores=stores)
+        """At a boundary: `set_location` for `bins` and hand the prewarmed copies to them
+        (topped up to `version`, the one the next batch reads, on RocksDB)."""
+        return self.prewarmer().switch(query, bins, target, host, stores=stores, version=version)
 
     # -- locality wait ------------------------------------------------------------------
 

@@ -20,23 +20,60 @@ evicted by the executor's next state-store task or by maintenance. So the prewar
 the bin under a *shadow* provider id (same StateStoreId, hence the same checkpoint files;
 another queryRunId, which the scheduler never asks about), and `switch` re-points the real
 id and re-keys the loaded provider to it on the target (a one-task job per target).
-Only single-column-family stores (schema files v1/v2) are supported: streaming
-aggregations, dedup, (flat)mapGroupsWithState and applyInPandasWithState; not
-transformWithState (schema v3, column families).
+Stores of both kinds are supported: single-column-family stores (schema files v1/v2:
+streaming aggregations, dedup, (flat)mapGroupsWithState, applyInPandasWithState), whose
+schemas are read from the checkpoint, and transformWithState's column-family stores (schema
+v3, Swivel's keyed operators), opened as the operator opens them. On RocksDB a loaded
+database is reused only at the exact version a task asks for, so `switch` first tops the
+copy up to the version the next batch reads (in the same one-task job on the target, from
+the local files it already holds plus the changelogs since). `refusal()` names the settings
+under which no prewarm is safe; callers then move bins the plain way.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from swivel.jobs.jvm import jar_path
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 1
+HELPER_API = 2
 RELEASED_EXECUTOR = "swivel-released"
+
+# How transformWithState(InPandas) opens its store (TransformWithStateInPySparkExec, 4.3):
+# one binary key and value column; each state variable is a column family of the store.
+TWS_KEY_SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [{"name": "key", "type": "binary", "nullable": True, "metadata": {}}],
+    }
+)
+TWS_VALUE_SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [{"name": "value", "type": "binary", "nullable": True, "metadata": {}}],
+    }
+)
+
+# Settings under which a prewarmed copy cannot be handed over safely (docs/migration.md).
+REFUSING_SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": (
+        lambda v: v not in ("", "1"),
+        "checkpoint format v2 writes each version's unique id after foreachBatch returns, "
+        "so the version to switch at is not known at the boundary",
+    ),
+    "spark.sql.streaming.stateStore.unloadOnCommit": (
+        lambda v: v.lower() == "true",
+        "unloadOnCommit unloads every store after its commit, prewarmed copies included",
+    ),
+    "spark.sql.streaming.stateStore.encodingFormat": (
+        lambda v: v.lower() == "avro",
+        "Avro state encoding needs the operator's schema broadcast, which a prewarm does not have",
+    ),
+}
 
 
 class PrewarmUnavailableError(RuntimeError):
@@ -50,7 +87,7 @@ class StatePrewarm:
     def __init__(self, internals: SparkInternals) -> None:
         self.internals = internals
         self._jvm = internals._jvm
-        self._schemas: dict[tuple[str, int, str], tuple[str, str]] = {}
+        self._schemas: dict[tuple[str, int, str], tuple[str, str, bool]] = {}
         self._loader: Any = None  # the session's jar class loader, once the jar is attached
 
     # -- availability ---------------------------------------------------------------------
@@ -98,6 +135,16 @@ class StatePrewarm:
             raise PrewarmUnavailableError(f"{HELPER_CLASS} API {helper.api()}, want {HELPER_API}")
         return helper
 
+    def refusal(self, query: Any) -> str | None:
+        """Why no bin of `query` may be prewarmed under its session's settings, or None."""
+        conf = self._session(query).conf()
+        for key, (refuses, reason) in REFUSING_SETTINGS.items():
+            found = conf.getOption(key)
+            value = str(found.get()) if found.isDefined() else ""
+            if refuses(value):
+                return f"{key}={value}: {reason}"
+        return None
+
     def available(self) -> bool:
         """Whether the helper can run (attaching the built jar when needed)."""
         try:
@@ -134,14 +181,21 @@ class StatePrewarm:
         host: str,
         *,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+        version: int | None = None,
     ) -> list[dict[str, Any]]:
         """At a boundary: point `bins` at `target` (as `set_location`) and hand each prewarmed
         provider to the real id on the target (`activated`; `no-shadow` when it was never
-        loaded or was evicted: the bin then reloads in its batch as without prewarm)."""
+        loaded or was evicted: the bin then reloads in its batch as without prewarm).
+        `version` is the one the next batch reads (the boundary after batch b: b + 1;
+        default: the last progress's); a RocksDB copy is topped up to it first."""
         bins = list(bins)
+        if version is None:
+            version = self.committed_version(query)
         for bin_id in bins:
             self.internals.set_location(query, bin_id, target, host, stores)
-        results = self._run("activate", query, bins, target, host=host, stores=stores)
+        results = self._run(
+            "activate", query, bins, target, host=host, stores=stores, version=version
+        )
         self._release_shadows(query, bins, host, stores)
         return results
 
@@ -191,12 +245,24 @@ class StatePrewarm:
             return execution.sparkSession()
         return self.internals.spark._jsparkSession
 
-    def _schema(self, helper: Any, hadoop_conf: Any, root: str, operator: int, store: str) -> Any:
+    def _schema(
+        self, helper: Any, hadoop_conf: Any, root: str, operator: int, store: str
+    ) -> tuple[str, str, bool]:
+        """The store's key and value schema (JSON) and whether it has column families: a
+        transformWithState operator keeps its schemas in `<op>/_stateSchema` (v3) and opens
+        its store with constant binary ones; the others have `<op>/<p>/_metadata/schema`."""
         key = (root, operator, store)
         if key not in self._schemas:
-            found = helper.readSchema(hadoop_conf, root, operator, store)
-            self._schemas[key] = (str(found[0]), str(found[1]))
+            if self._has_column_families(hadoop_conf, root, operator):
+                self._schemas[key] = (TWS_KEY_SCHEMA, TWS_VALUE_SCHEMA, True)
+            else:
+                found = helper.readSchema(hadoop_conf, root, operator, store)
+                self._schemas[key] = (str(found[0]), str(found[1]), False)
         return self._schemas[key]
+
+    def _has_column_families(self, hadoop_conf: Any, root: str, operator: int) -> bool:
+        path = self._jvm.org.apache.hadoop.fs.Path(f"{root}/{operator}/_stateSchema")
+        return bool(path.getFileSystem(hadoop_conf).exists(path))
 
     def _run(
         self,
@@ -220,9 +286,11 @@ class StatePrewarm:
             return []
         results: list[dict[str, Any]] = []
         for operator, store in stores:
-            key_json, value_json = ("", "")
-            if action == "prewarm":
-                key_json, value_json = self._schema(helper, hadoop_conf, root, operator, store)
+            key_json, value_json, column_families = ("", "", False)
+            if action in ("prewarm", "activate"):
+                key_json, value_json, column_families = self._schema(
+                    helper, hadoop_conf, root, operator, store
+                )
             answers = helper.run(
                 self.internals.sc._jsc.sc(),
                 state.conf(),
@@ -236,6 +304,7 @@ class StatePrewarm:
                 version,
                 key_json,
                 value_json,
+                column_families,
             )
             results.extend(json.loads(str(a)) for a in answers)
         return results

@@ -22,6 +22,7 @@ from swivel.controllers.assignments import bins_by_executor
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.spark_internals import SparkInternals
+from swivel_tools.bench.tws_workload import ROCKSDB_CONF, TransformWithStateWorkload
 from swivel_tools.bench.workload import KeyedWorkload
 from tests.prerequisites import require
 
@@ -195,5 +196,120 @@ def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Pat
     finally:
         for path in hidden.iterdir():  # put back whatever a failure left hidden
             path.rename(Path(workload.checkpoint) / "state" / "0" / str(moved) / path.name)
+        workload.stop()
+    assert workload.state_counts() == workload.reference(workload.processed_files())
+
+
+def rocksdb_files(store: Path, version: int) -> list[Path]:
+    """What a reload of the bin at `version` or earlier would read from the checkpoint: the
+    snapshots (`<v>.zip`) and changelogs of those versions, and the SST files."""
+    found = []
+    for path in store.rglob("*"):
+        if not path.is_file() or "_metadata" in path.parts:
+            continue
+        stem = path.name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
+        if "SSTs" in path.parts or (stem.isdigit() and int(stem) <= version):
+            found.append(path)
+    return found
+
+
+def test_prewarmed_transform_with_state_bin_switches_without_reload(
+    prewarm_spark: Any, tmp_path: Path
+) -> None:
+    """The same proof for Swivel's own kind of operator: transformWithState on RocksDB with
+    changelog checkpointing. The copy is loaded ahead, topped up to the version the next
+    batch reads at the switch, and then every checkpoint file of the bin is moved away: the
+    bin's first batch on the target runs on that copy, or it fails."""
+    session = prewarm_spark.newSession()
+    for key, value in {
+        **ROCKSDB_CONF,
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
+        "spark.sql.shuffle.partitions": str(BINS),
+    }.items():
+        session.conf.set(key, value)
+    internals = SparkInternals(session)
+    prewarm = internals.prewarmer()
+    assert prewarm.available()
+    boundary = Boundary()
+    workload = TransformWithStateWorkload(session, tmp_path, bins=BINS, keys=4_000)
+    workload.write_inputs(6)
+    query = workload.start(boundary=boundary.wrap)
+    workload.feed()
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    moved_away: list[tuple[Path, Path]] = []
+    try:
+        workload.wait_for_batch(2)
+        assert prewarm.refusal(query) is None
+        run_id = str(query.runId)
+        owned = bins_by_executor(internals.placement(query, BINS))
+        hosts = {e.id: e.host for e in patiently(internals.executors)}
+        owner = max(owned, key=lambda e: len(owned[e]))
+        moved, control = owned[owner][:2]
+        target = next(e for e in hosts if e != owner)
+        store = Path(workload.checkpoint) / "state" / "0" / str(moved)
+
+        loaded = internals.prewarm(query, [moved], target, hosts[target])
+        assert [r["status"] for r in loaded] == ["loaded"], loaded
+        assert loaded[0]["rocksdb_version"] == loaded[0]["version"], loaded
+        workload.wait_for_batch(workload.batches_done() + 2)
+        assert internals.location(query, moved) == owner  # the owner kept serving it
+
+        switch_version: dict[str, int] = {}
+
+        def switch() -> list[dict[str, Any]]:
+            version = workload.batches_done() + 2  # inside batch b's foreachBatch: b + 1
+            switch_version["v"] = version
+            results = internals.switch_prewarmed(
+                query, [moved], target, hosts[target], version=version
+            )
+            internals.set_location(query, control, target, hosts[target])
+            for path in rocksdb_files(store, version):
+                parked = hidden / "-".join(path.relative_to(store).parts)
+                path.rename(parked)
+                moved_away.append((parked, path))
+            return results
+
+        switched_at = boundary.at_next("switch", switch)
+        (activated,) = boundary.done["switch"][1]
+        assert switch_version["v"] == switched_at + 1
+        assert activated["status"] == "activated", activated
+        assert activated["provider_id_fixed"] and activated["forwarder_fixed"], activated
+        assert activated["rocksdb_version"] == switched_at + 1, activated  # topped up
+        assert moved_away, "no checkpoint file of the bin was found to move away"
+        first = switched_at + 1
+        workload.wait_for_batch(first)
+        assert query.exception() is None
+        attempts = [
+            t
+            for t in patiently(lambda: internals.batch_tasks_all(run_id, first, BINS))
+            if t.partition == moved
+        ]
+        assert [(t.executor, t.status) for t in attempts] == [(target, "SUCCESS")], attempts
+        for parked, path in moved_away:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            parked.rename(path)
+        moved_away.clear()
+        workload.wait_for_batch(first + 1)
+
+        probed = {
+            p["partition"]: p for p in prewarm.probe(query, [moved, control], target, hosts[target])
+        }
+        assert probed[moved]["prewarmed_provider"], probed[moved]
+        assert not probed[moved]["shadow_loaded"]
+        assert not probed[control]["prewarmed_provider"]  # reloaded from the checkpoint
+        tasks = {
+            t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))
+        }
+        print(
+            f"prewarm {loaded[0]['load_ms']:.0f} ms at version {loaded[0]['version']}; top-up "
+            f"{activated.get('topup_ms', 0):.0f} ms to {switched_at + 1} at the switch; first "
+            f"batch on the target: prewarmed bin {tasks[moved].duration_ms:.0f} ms, control "
+            f"bin {tasks[control].duration_ms:.0f} ms"
+        )
+    finally:
+        for parked, path in moved_away:  # put back whatever a failure left moved away
+            path.parent.mkdir(parents=True, exist_ok=True)
+            parked.rename(path)
         workload.stop()
     assert workload.state_counts() == workload.reference(workload.processed_files())

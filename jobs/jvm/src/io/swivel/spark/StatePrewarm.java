@@ -45,6 +45,9 @@ import org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvid
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
+import org.apache.spark.sql.execution.streaming.state.RocksDB;
+import org.apache.spark.sql.execution.streaming.state.RocksDBEventForwarder;
+import org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.SchemaHelper;
 import org.apache.spark.sql.execution.streaming.state.StateStore$;
 import org.apache.spark.sql.execution.streaming.state.StateStoreColFamilySchema;
@@ -64,7 +67,7 @@ import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
   /** Bumped when the wire format of `run` changes; the Python side checks it. */
-  public static final int API = 1;
+  public static final int API = 2;
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   private static final String JOB_DESCRIPTION = "spark.job.description";
@@ -126,9 +129,12 @@ public final class StatePrewarm {
     final long version;
     final String keySchema;
     final String valueSchema;
+    /** transformWithState: column families, several values per key (schema v3). */
+    final boolean columnFamilies;
 
     Spec(String action, String executorId, String root, long operatorId, int partition,
-        String storeName, String runId, long version, String keySchema, String valueSchema) {
+        String storeName, String runId, long version, String keySchema, String valueSchema,
+        boolean columnFamilies) {
       this.action = action;
       this.executorId = executorId;
       this.root = root;
@@ -139,6 +145,7 @@ public final class StatePrewarm {
       this.version = version;
       this.keySchema = keySchema;
       this.valueSchema = valueSchema;
+      this.columnFamilies = columnFamilies;
     }
 
     StateStoreId storeId() {
@@ -162,11 +169,14 @@ public final class StatePrewarm {
    * Runs `action` (prewarm | activate | probe | release) for each `targets` entry
    * "partition\texecutorId\thost", one task per entry preferring exactly that executor
    * (ExecutorCacheTaskLocation); a task that lands elsewhere does nothing and says so.
-   * Returns one JSON object per entry. Blocks until the job ends.
+   * Returns one JSON object per entry. Blocks until the job ends. For `activate`, a
+   * `version` above 0 first tops the shadow copy up to that version (RocksDB reuses a
+   * loaded database only at the exact version a task asks for).
    */
   public static List<String> run(SparkContext sc, SQLConf sqlConf, Configuration hadoopConf,
       String action, List<String> targets, String root, long operatorId, String storeName,
-      String runId, long version, String keySchema, String valueSchema) {
+      String runId, long version, String keySchema, String valueSchema,
+      boolean columnFamilies) {
     List<Tuple2<Spec, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String target : targets) {
       String[] parts = target.split("\t", -1);
@@ -174,7 +184,7 @@ public final class StatePrewarm {
       String executorId = parts[1];
       String host = parts[2];
       Spec spec = new Spec(action, executorId, root, operatorId, partition, storeName, runId,
-          version, keySchema, valueSchema);
+          version, keySchema, valueSchema, columnFamilies);
       List<String> where = new ArrayList<>();
       where.add("executor_" + host + "_" + executorId);
       items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
@@ -234,17 +244,8 @@ public final class StatePrewarm {
       if (StateStore$.MODULE$.isLoaded(real)) {
         return out.put("status", "already-loaded").toString();  // it serves (served) the bin
       }
-      StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
-      StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
-      KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
       long start = System.nanoTime();
-      // Loads (or reuses) the provider under the shadow id: getStateStoreProvider reports the
-      // shadow id active here, so neither eviction path touches it; getReadStore loads the
-      // version (HDFS: snapshot + deltas into loadedMaps; RocksDB: the checkpoint files).
-      ReadStateStore store = StateStore$.MODULE$.getReadOnly(shadow, keySchema, valueSchema,
-          encoder, spec.version, Option.empty(), Option.empty(), false, storeConf,
-          new Configuration(hadoopConf.value()), false);
-      store.abort();
+      loadShadow(spec);
       double ms = (System.nanoTime() - start) / 1e6;
       StateStoreProvider provider = loaded(shadow);
       if (provider != null) {
@@ -253,12 +254,43 @@ public final class StatePrewarm {
       return out.put("status", provider != null ? "loaded" : "evicted")
           .put("version", spec.version).put("load_ms", ms)
           .put("provider", provider == null ? 0 : System.identityHashCode(provider))
+          .put("rocksdb_version", rocksDbVersion(provider))
           .toString();
+    }
+
+    /**
+     * Loads (or reuses) the provider under the shadow id at `spec.version`:
+     * getStateStoreProvider reports the shadow id active here, so neither eviction path
+     * touches it; getReadStore loads the version (HDFS: snapshot + deltas into loadedMaps;
+     * RocksDB: the checkpoint's files into the provider's local database). A transformWithState
+     * store is opened as its operator opens it (dummy binary key and value schemas, column
+     * families, several values per key); its state variables are column families that the
+     * checkpoint brings back. The read store is then released: on RocksDB `abort()` is a
+     * rollback that throws the loaded version away, `release()` keeps it.
+     */
+    private void loadShadow(Spec spec) throws Exception {
+      StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
+      StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
+      KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
+      ReadStateStore store = StateStore$.MODULE$.getReadOnly(spec.shadow(), keySchema,
+          valueSchema, encoder, spec.version, Option.empty(), Option.empty(),
+          spec.columnFamilies, storeConf, new Configuration(hadoopConf.value()),
+          spec.columnFamilies);
+      if (loaded(spec.shadow()) instanceof RocksDBStateStoreProvider) {
+        store.release();
+      } else {
+        store.abort();
+      }
     }
 
     private String activate(Spec spec, Json out) throws Exception {
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
+      if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
+        long start = System.nanoTime();
+        loadShadow(spec);
+        out.put("topup_ms", (System.nanoTime() - start) / 1e6).put("topup_version", spec.version);
+      }
       HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
       StateStoreProvider leftover = null;
       String status;
@@ -282,7 +314,9 @@ public final class StatePrewarm {
       out.put("status", status);
       if (moved != null) {
         out.put("provider", System.identityHashCode(moved))
-            .put("provider_id_fixed", renameProvider(moved, real));
+            .put("provider_id_fixed", renameProvider(moved, real))
+            .put("rocksdb_version", rocksDbVersion(moved))
+            .put("forwarder_fixed", renameForwarder(moved, real));
       }
       return out.toString();
     }
@@ -296,7 +330,8 @@ public final class StatePrewarm {
           .put("shadow_loaded", loaded(spec.shadow()) != null);
       if (provider != null) {
         out.put("provider", System.identityHashCode(provider))
-            .put("provider_class", provider.getClass().getSimpleName());
+            .put("provider_class", provider.getClass().getSimpleName())
+            .put("rocksdb_version", rocksDbVersion(provider));
       }
       if (provider instanceof HDFSBackedStateStoreProvider) {
         HDFSBackedStateStoreProvider hdfs = (HDFSBackedStateStoreProvider) provider;
@@ -370,6 +405,56 @@ public final class StatePrewarm {
       }
     }
     return idSet && confSet;
+  }
+
+  /**
+   * A RocksDB provider (and its database) report each snapshot upload to the driver under the
+   * run id they were created with (RocksDBEventForwarder): a re-keyed shadow provider would
+   * report the shadow run, and the coordinator would count the real bin's snapshots as
+   * lagging. Both forwarders are replaced by one for the real id (reflection; the database's
+   * field is final, which Java 17 still lets reflection set on an ordinary class). True when
+   * not RocksDB, or when both were replaced.
+   */
+  static boolean renameForwarder(StateStoreProvider provider, StateStoreProviderId real) {
+    if (!(provider instanceof RocksDBStateStoreProvider)) {
+      return true;
+    }
+    try {
+      Option<RocksDBEventForwarder> forwarder = Option.apply(new RocksDBEventForwarder(
+          real.queryRunId().toString(), real.storeId()));
+      Field onProvider = RocksDBStateStoreProvider.class.getDeclaredField("rocksDBEventForwarder");
+      onProvider.setAccessible(true);
+      onProvider.set(provider, forwarder);
+      Field dbField = RocksDBStateStoreProvider.class.getDeclaredField("rocksDB");
+      dbField.setAccessible(true);
+      Object db = dbField.get(provider);
+      if (db != null) {
+        Field onDb = RocksDB.class.getDeclaredField("eventForwarder");
+        onDb.setAccessible(true);
+        onDb.set(db, forwarder);
+      }
+      return true;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return false;
+    }
+  }
+
+  /**
+   * The version a RocksDB provider's database holds (-1: none, or not RocksDB). Read without
+   * `rocksDB()`, which would create the database of a provider that has none yet.
+   */
+  static long rocksDbVersion(StateStoreProvider provider) {
+    if (!(provider instanceof RocksDBStateStoreProvider)) {
+      return -1;
+    }
+    try {
+      Field field = RocksDBStateStoreProvider.class.getDeclaredField("rocksDB");
+      field.setAccessible(true);
+      Object db = field.get(provider);
+      return db == null ? -1 : ((RocksDB) db).loadedVersion();
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return -1;
+    }
   }
 
   static StateStoreProvider loaded(StateStoreProviderId id) throws Exception {
