@@ -191,6 +191,7 @@ class SparkInternals:
         target: str,
         host: str,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+        *,
         version: int | None = None,
     ) -> list[dict[str, Any]]:
         """At a boundary: `set_location` for `bins` and hand the prewarmed copies to them

@@ -394,4 +394,8 @@ def progress(record: PlanRecord, expected: frozenset[WorkerOperator]) -> dict[st
         # The order the driver carried out (Chi's hand-over, docs/migration.md), bounded
         "handOver": HandOverStatus.latest(migration.get("handOver") or ()),
         "handOvers": len(migration.get("handOver") or ()),
+        "binsPrewarmed": int(migration.get("binsPrewarmed") or 0),
+        "prewarmFallback": (
+            str(migration["prewarmFallback"])[:1024] if migration.get("prewarmFallback") else None
+        ),
     }

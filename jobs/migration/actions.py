@@ -5,7 +5,7 @@ Actions (`GET /v1/driver/actions`, oldest first by `seq`):
 
     {"seq": 4, "action": "move-bins", "planId": "p-3",
      "moves": [{"bins": [3, 5], "to": "1"}],
-     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0},
+     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0, "prewarm": false},
      "plan": {"strategy": "batched", "initial": ["0", "1", ...],
               "steps": [{"handOver": [{"from": "0", "to": "1", "bins": [3, 5]}]}], ...}}
     {"seq": 5, "action": "request-executors", "planId": "p-4", "executors": 3,
@@ -82,10 +82,15 @@ class MigrationActions:
                 return None
             plan = MigrationPlan.from_dict(action.get("plan") or {})
             remember = lambda m: self.plan_ids.__setitem__(m.id, plan_id)  # noqa: E731
+            prewarm = bool((action.get("migration") or {}).get("prewarm", False))
             if action["action"] == "move-bins":
-                migration = self.mover.submit(plan, kind="move-bins", on_submit=remember)
+                migration = self.mover.submit(
+                    plan, kind="move-bins", on_submit=remember, prewarm=prewarm
+                )
                 return self.mover.wait(migration, 900)
-            return self.mover.rescale(plan, int(action["executors"]), on_submit=remember)
+            return self.mover.rescale(
+                plan, int(action["executors"]), on_submit=remember, prewarm=prewarm
+            )
         except PlanningError as error:  # no plan in the action (an older agent's)
             self._fail(plan_id, f"the action carries no migration plan to carry out: {error}")
         except Exception as error:

@@ -55,6 +55,7 @@ from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 from swivel.controllers.resuming import StalePlanError, steps_already_done
 from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
+from swivel.jobs.migration.prewarming import PrewarmedSteps
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -75,6 +76,7 @@ class BinMover:
         on_progress: ProgressCallback | None = None,
         verify_timeout_s: float = 20.0,
         verify_async: bool = True,
+        prewarm_timeout_s: float = 120.0,
     ) -> None:
         self.spark = spark
         self.bins = bins
@@ -84,6 +86,8 @@ class BinMover:
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
+        self.prewarm_timeout_s = prewarm_timeout_s
+        self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
         self.history: list[Migration] = []
@@ -167,10 +171,13 @@ class BinMover:
         *,
         kind: str = "move-bins",
         on_submit: Callable[[Migration], None] | None = None,
+        prewarm: bool = False,
     ) -> Migration:
         """Queue a plan, carried out as given: its first step (or, resumed, its first step
-        not yet reflected in the placement) is applied at the next boundary."""
-        migration = Migration(f"migration-{next(_ids)}", plan, topology, kind)
+        not yet reflected in the placement) is applied at the next boundary. With `prewarm`,
+        each step's bins are first loaded on their targets (jobs/migration/prewarming.py)
+        and the step switches at the first boundary after they are loaded."""
+        migration = Migration(f"migration-{next(_ids)}", plan, topology, kind, prewarm=prewarm)
         for move in plan.moves:
             migration.outcomes[move.bin] = MoveOutcome(move)
         if on_submit is not None:
@@ -212,7 +219,9 @@ class BinMover:
             if active is None:
                 return
             self._settle(active, at_boundary=True)
-            if active.step < active.plan.step_count:
+            if active.step < active.plan.step_count and self._prewarmed.ready(
+                active, self.query, self._hosts
+            ):
                 self._apply_step(active, batch_id)
             elif self._all_settled(active):
                 self._finish(active, batch_id)
@@ -243,10 +252,18 @@ class BinMover:
 
     def _apply_step(self, migration: Migration, batch_id: int) -> None:
         step = migration.plan.steps[migration.step]
+        switched = self._prewarmed.switch(migration, batch_id)
         for move in step.moves:  # the plan's hand-over order
-            self._point(migration.outcomes[move.bin], batch_id)
+            outcome = migration.outcomes[move.bin]
+            if move.bin in switched:
+                outcome.attempts += 1
+                outcome.issued_at_batch = batch_id
+                outcome.status = "issued"
+            else:
+                self._point(outcome, batch_id)
         migration.step_batches.append(batch_id)
         migration.step += 1
+        self._prewarmed.start(migration, self.query, self._hosts)  # loads while this runs
 
     def _point(self, outcome: MoveOutcome, batch_id: int) -> None:
         target = outcome.move.target
@@ -298,6 +315,7 @@ class BinMover:
             bins = [o.move.bin for o in migration.landed_elsewhere]
             migration.message = f"bins {bins} were served elsewhere than planned (reported)"
         self._active = None
+        self._prewarmed.drop(migration)
         if not self._queue:
             self._watch_batches = False
             if self._saved_wait is not None:

@@ -69,6 +69,11 @@ class Migration:
     # The boundary (batch id) after which each step was applied; None: a step an earlier
     # driver carried out (a resumed plan starts after it).
     step_batches: list[int | None] = field(default_factory=list)
+    # Prewarm (Megaphone's state ahead of the switch): asked for; the bins switched onto a
+    # copy loaded ahead; why the remaining steps moved the plain way ("" while none did)
+    prewarm: bool = False
+    prewarmed: set[int] = field(default_factory=set)
+    prewarm_fallback: str = ""
 
     @property
     def moved(self) -> int:
@@ -105,6 +110,8 @@ class Migration:
             "retries": sum(max(0, o.attempts - 1) for o in self.outcomes.values()),
             "message": self.message,
             "handOver": self.hand_over(),
+            "binsPrewarmed": len(self.prewarmed),
+            "prewarmFallback": self.prewarm_fallback or None,
             "plan": self.plan.to_dict(),
             "metaTopology": self.meta_topology.to_dict() if self.meta_topology else None,
         }

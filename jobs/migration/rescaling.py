@@ -53,6 +53,7 @@ def rescale(
     register_timeout_s: float = 120.0,
     migration_timeout_s: float = 600.0,
     on_submit: Callable[[Migration], None] | None = None,
+    prewarm: bool = False,
 ) -> Migration:
     """Carry out a rescale's plan. Blocks until done (call from a control thread, not from a
     batch). Spark names a new executor only when it starts it (ids are never reused): the
@@ -74,7 +75,7 @@ def rescale(
             plan, topology = named, None  # the plan's G' names the ids it expected
     keep = set(plan.after.values())
     drained = [e for e in before if e not in keep] if executors < len(before) else []
-    migration = mover.submit(plan, topology, kind="rescale", on_submit=on_submit)
+    migration = mover.submit(plan, topology, kind="rescale", on_submit=on_submit, prewarm=prewarm)
     migration.message = message
     mover.wait(migration, migration_timeout_s)
     if drained and migration.phase == "Completed":

@@ -69,6 +69,14 @@ class MigrationSpec(ApiModel):
     strategy: MigrationStrategy = MigrationStrategy.BATCHED
     batch_size: int = Field(default=4, ge=1, le=32768, description="Bins per step (batched).")
     gap_batches: int = Field(default=0, ge=0, le=100, description="Quiet batches between steps.")
+    prewarm: bool = Field(
+        default=False,
+        description="Load each step's bins on their targets while the old owners still serve "
+        "them, and switch the step at the first boundary after (Megaphone: state ahead of the "
+        "switch); the batch after the switch then does not reload them from the checkpoint. "
+        "Needs the helper jar (built with a JDK); where it cannot run, bins move the plain "
+        "way and status.progress.prewarmFallback says why.",
+    )
 
 
 class CoordinationSpec(ApiModel):
@@ -223,6 +231,16 @@ class Progress(ApiModel):
         "them (giver -> taker per plan step); status.plan lists the planned order.",
     )
     hand_overs: int = Field(default=0, ge=0, description="Hand-overs carried out so far.")
+    bins_prewarmed: int = Field(
+        default=0,
+        ge=0,
+        description="Bins switched onto a copy loaded ahead (spec.migration.prewarm).",
+    )
+    prewarm_fallback: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Why bins moved the plain way although spec.migration.prewarm asked for it.",
+    )
 
 
 class Timings(ApiModel):

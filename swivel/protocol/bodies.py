@@ -79,6 +79,8 @@ class MigrationReport(Document):
     # The hand-overs carried out so far, in order (`Migration.hand_over`); the status keeps
     # the latest few (`plans.progress`)
     hand_over: Annotated[list[HandOverReport], Field(max_length=65536)] | None = None
+    bins_prewarmed: Long | None = None  # switched onto a copy loaded ahead
+    prewarm_fallback: Text | None = None  # why the rest moved the plain way
 
 
 class CoordinationReport(Document):

@@ -53,6 +53,8 @@ class PlanProgress(Document):
     # The latest hand-overs the driver carried out, in order (its report's `handOver`, bounded)
     hand_over: list[HandOverStatus] = []
     hand_overs: int = 0  # how many it carried out so far
+    bins_prewarmed: int = 0  # switched onto a copy loaded ahead (spec.migration.prewarm)
+    prewarm_fallback: str | None = None  # why bins moved the plain way instead
 
 
 class PlanDocument(Document):

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from swivel.controllers.assignments import bins_by_executor
+from swivel.controllers.migration import Strategy, plan_migration
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
+from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.spark_internals import SparkInternals
 from swivel_tools.bench.tws_workload import ROCKSDB_CONF, TransformWithStateWorkload
 from swivel_tools.bench.workload import KeyedWorkload
@@ -213,13 +215,15 @@ def rocksdb_files(store: Path, version: int) -> list[Path]:
     return found
 
 
-def test_prewarmed_transform_with_state_bin_switches_without_reload(
+def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
     prewarm_spark: Any, tmp_path: Path
 ) -> None:
-    """The same proof for Swivel's own kind of operator: transformWithState on RocksDB with
-    changelog checkpointing. The copy is loaded ahead, topped up to the version the next
-    batch reads at the switch, and then every checkpoint file of the bin is moved away: the
-    bin's first batch on the target runs on that copy, or it fails."""
+    """The product path for Swivel's own kind of operator (transformWithState on RocksDB with
+    changelog checkpointing): `BinMover.submit(plan, prewarm=True)` loads the bin on its
+    target while the owner serves it, and switches it at the first boundary after, topped up
+    to the version the next batch reads. Right after that switch every checkpoint file of the
+    bin is moved away: its first batch on the target runs on the loaded copy, or it fails. A
+    control bin re-pointed plainly at the same boundary reloads from the checkpoint."""
     session = prewarm_spark.newSession()
     for key, value in {
         **ROCKSDB_CONF,
@@ -228,56 +232,54 @@ def test_prewarmed_transform_with_state_bin_switches_without_reload(
     }.items():
         session.conf.set(key, value)
     internals = SparkInternals(session)
-    prewarm = internals.prewarmer()
-    assert prewarm.available()
-    boundary = Boundary()
+    mover = BinMover(session, BINS, internals=internals)
     workload = TransformWithStateWorkload(session, tmp_path, bins=BINS, keys=4_000)
     workload.write_inputs(6)
-    query = workload.start(boundary=boundary.wrap)
-    workload.feed()
     hidden = tmp_path / "hidden"
     hidden.mkdir()
     moved_away: list[tuple[Path, Path]] = []
-    try:
-        workload.wait_for_batch(2)
-        assert prewarm.refusal(query) is None
-        run_id = str(query.runId)
-        owned = bins_by_executor(internals.placement(query, BINS))
-        hosts = {e.id: e.host for e in patiently(internals.executors)}
-        owner = max(owned, key=lambda e: len(owned[e]))
-        moved, control = owned[owner][:2]
-        target = next(e for e in hosts if e != owner)
-        store = Path(workload.checkpoint) / "state" / "0" / str(moved)
+    watch: dict[str, Any] = {}
 
-        loaded = internals.prewarm(query, [moved], target, hosts[target])
-        assert [r["status"] for r in loaded] == ["loaded"], loaded
-        assert loaded[0]["rocksdb_version"] == loaded[0]["version"], loaded
-        workload.wait_for_batch(workload.batches_done() + 2)
-        assert internals.location(query, moved) == owner  # the owner kept serving it
+    def after_switch(write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        inner = mover.wrap(write)
 
-        switch_version: dict[str, int] = {}
-
-        def switch() -> list[dict[str, Any]]:
-            version = workload.batches_done() + 2  # inside batch b's foreachBatch: b + 1
-            switch_version["v"] = version
-            results = internals.switch_prewarmed(
-                query, [moved], target, hosts[target], version=version
-            )
-            internals.set_location(query, control, target, hosts[target])
-            for path in rocksdb_files(store, version):
-                parked = hidden / "-".join(path.relative_to(store).parts)
+        def run(frame: Any, batch_id: int) -> None:
+            inner(frame, batch_id)  # the BinMover's boundary: it may switch the bin now
+            migration = watch.get("migration")
+            if migration is None or "switched_at" in watch or not migration.step_batches:
+                return
+            watch["switched_at"] = batch_id
+            control, target, host = watch["control"]
+            internals.set_location(workload.query, control, target, host)
+            for path in rocksdb_files(watch["store"], batch_id + 1):
+                parked = hidden / "-".join(path.relative_to(watch["store"]).parts)
                 path.rename(parked)
                 moved_away.append((parked, path))
-            return results
 
-        switched_at = boundary.at_next("switch", switch)
-        (activated,) = boundary.done["switch"][1]
-        assert switch_version["v"] == switched_at + 1
-        assert activated["status"] == "activated", activated
-        assert activated["provider_id_fixed"] and activated["forwarder_fixed"], activated
-        assert activated["rocksdb_version"] == switched_at + 1, activated  # topped up
+        return run
+
+    query = workload.start(boundary=after_switch)
+    mover.attach(query)
+    workload.feed()
+    try:
+        workload.wait_for_batch(2)
+        assert internals.prewarmer().refusal(query) is None
+        run_id = str(query.runId)
+        current = mover.current_assignment()
+        owned = bins_by_executor(current)
+        owner = max(owned, key=lambda e: len(owned[e]))
+        moved, control = owned[owner][:2]
+        target = next(e for e in owned if e != owner) if len(owned) > 1 else None
+        target = target or next(e for e in mover.executors() if e != owner)
+        watch["store"] = Path(workload.checkpoint) / "state" / "0" / str(moved)
+        watch["control"] = (control, target, internals.executor_host(target))
+        plan = plan_migration(current, {**current, moved: target}, Strategy.FLUID)
+        migration = watch["migration"] = mover.submit(plan, prewarm=True)
+        mover.wait(migration, 240)
+        assert migration.phase == "Completed", migration.to_dict()
+        assert (migration.prewarmed, migration.prewarm_fallback) == ({moved}, ""), migration
         assert moved_away, "no checkpoint file of the bin was found to move away"
-        first = switched_at + 1
+        first = watch["switched_at"] + 1
         workload.wait_for_batch(first)
         assert query.exception() is None
         attempts = [
@@ -292,8 +294,10 @@ def test_prewarmed_transform_with_state_bin_switches_without_reload(
         moved_away.clear()
         workload.wait_for_batch(first + 1)
 
+        host = internals.executor_host(target)
         probed = {
-            p["partition"]: p for p in prewarm.probe(query, [moved, control], target, hosts[target])
+            p["partition"]: p
+            for p in internals.prewarmer().probe(query, [moved, control], target, host)
         }
         assert probed[moved]["prewarmed_provider"], probed[moved]
         assert not probed[moved]["shadow_loaded"]
@@ -302,14 +306,14 @@ def test_prewarmed_transform_with_state_bin_switches_without_reload(
             t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))
         }
         print(
-            f"prewarm {loaded[0]['load_ms']:.0f} ms at version {loaded[0]['version']}; top-up "
-            f"{activated.get('topup_ms', 0):.0f} ms to {switched_at + 1} at the switch; first "
+            f"switched after batch {first - 1} (submitted at {migration.first_batch}); first "
             f"batch on the target: prewarmed bin {tasks[moved].duration_ms:.0f} ms, control "
-            f"bin {tasks[control].duration_ms:.0f} ms"
+            f"bin {tasks[control].duration_ms:.0f} ms; report {migration.to_dict()['binsPrewarmed']}"
         )
     finally:
         for parked, path in moved_away:  # put back whatever a failure left moved away
             path.parent.mkdir(parents=True, exist_ok=True)
             parked.rename(path)
         workload.stop()
+        mover.close()
     assert workload.state_counts() == workload.reference(workload.processed_files())

@@ -1,0 +1,191 @@
+"""Prewarmed steps for the BinMover: a step's bins are loaded on their targets *before* the
+step's switch, while their old owners keep serving them (Megaphone: state moves ahead of
+the routing change), so the batch after the switch does not reload them from the
+checkpoint (docs/migration.md, "Prewarmed moves").
+
+`PrewarmedSteps` is the BinMover's part: it decides whether a step may switch at a
+boundary, starts the next step's loads, and switches a loaded step. One `StepPrewarm` per
+step: `start()` runs the loads in a thread (Spark jobs on the
+targets, off the batch path); a boundary switches the step only once `ready`, through
+`switch()` (re-point, top up to the version the next batch reads, hand the loaded copies
+over). Whatever cannot be prewarmed moves the plain way and says why: the helper jar is
+missing, the session's settings refuse it (`StatePrewarm.refusal`), or a load failed.
+Nothing here decides *what* moves: the plan does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.controllers.migration import Move
+from swivel.jobs.migration.migrations import Migration
+from swivel.jobs.spark_internals import SparkInternals
+
+Stores = Callable[[], list[tuple[int, str]]]
+
+
+def prewarm_refusal(internals: SparkInternals, query: Any) -> str | None:
+    """Why this query's bins cannot be prewarmed here, or None."""
+    prewarm = internals.prewarmer()
+    if not prewarm.available():
+        return "the prewarm helper jar is not built (python -m swivel.jobs.jvm.build; needs a JDK)"
+    return prewarm.refusal(query)
+
+
+@dataclass
+class StepPrewarm:
+    """The loads of one step's bins on their targets, and their switch."""
+
+    internals: SparkInternals
+    query: Any
+    moves: Sequence[Move]
+    stores: Stores
+    hosts: dict[str, str]
+    loaded: dict[int, str] = field(default_factory=dict)  # bin -> prewarm status
+    error: str | None = None
+    load_ms: float = 0.0
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> StepPrewarm:
+        threading.Thread(target=self._load, daemon=True, name="swivel-prewarm").start()
+        return self
+
+    @property
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def _by_target(self) -> dict[str, list[int]]:
+        grouped: dict[str, list[int]] = {}
+        for move in self.moves:
+            grouped.setdefault(move.target, []).append(move.bin)
+        return grouped
+
+    def _load(self) -> None:
+        began = time.monotonic()
+        try:
+            for target, bins in sorted(self._by_target().items()):
+                host = self.hosts.get(target) or self.internals.executor_host(target)
+                for result in self.internals.prewarm(self.query, bins, target, host, self.stores()):
+                    self.loaded[int(result["partition"])] = str(result.get("status"))
+        except Exception as error:  # the step then moves the plain way
+            self.error = f"prewarm failed: {error}"
+        finally:
+            self.load_ms = round((time.monotonic() - began) * 1e3, 1)
+            self._done.set()
+
+    def switch(self, batch_id: int) -> dict[int, str]:
+        """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded
+        copy, topped up to version `batch_id + 1` (the one the next batch reads). Returns
+        the activation status per bin (`activated`; `no-shadow`: it reloads as without)."""
+        statuses: dict[int, str] = {}
+        for target, bins in sorted(self._by_target().items()):
+            host = self.hosts.get(target) or self.internals.executor_host(target)
+            for result in self.internals.switch_prewarmed(
+                self.query, bins, target, host, self.stores(), version=batch_id + 1
+            ):
+                bin_id = int(result["partition"])
+                # several stores per bin: the weakest answer counts
+                if statuses.get(bin_id, "activated") == "activated":
+                    statuses[bin_id] = str(result.get("status"))
+        return statuses
+
+    def release(self) -> None:
+        """Drop loaded copies that will not be switched (the migration failed or ended)."""
+        for target, bins in sorted(self._by_target().items()):
+            host = self.hosts.get(target)
+            if host is not None:
+                self.internals.prewarmer().release(
+                    self.query, bins, target, host, stores=self.stores()
+                )
+
+
+class PrewarmedSteps:
+    """The prewarms of the BinMover's migrations, one per (migration, step); a step loads
+    while the one before it runs, so a plan of n steps waits for one load, not n."""
+
+    def __init__(self, internals: SparkInternals, stores: Stores, timeout_s: float) -> None:
+        self.internals = internals
+        self.stores = stores
+        self.timeout_s = timeout_s
+        self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
+
+    def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
+        """Whether the next step may switch at this boundary: always without prewarm; with
+        it, once its bins are loaded on their targets (or prewarm gave up: plain moves)."""
+        if not migration.prewarm or migration.prewarm_fallback:
+            return True
+        if not migration.plan.steps[migration.step].moves:
+            return True
+        key = (migration.id, migration.step)
+        if key not in self._steps:
+            self.start(migration, query, hosts)
+            return key not in self._steps  # refused: plain moves now
+        prewarm, started = self._steps[key]
+        if prewarm.ready:
+            return True
+        if time.monotonic() - started > self.timeout_s:
+            migration.prewarm_fallback = (
+                f"step {migration.step + 1}'s prewarm took over {self.timeout_s:.0f} s"
+            )
+            release_when_loaded(self._steps.pop(key)[0])
+            return True
+        return False
+
+    def start(self, migration: Migration, query: Any, hosts: dict[str, str]) -> None:
+        """Start loading the migration's next step (nothing without prewarm, for a gap
+        step, or once prewarm gave up)."""
+        index = migration.step
+        if not migration.prewarm or migration.prewarm_fallback:
+            return
+        if index >= migration.plan.step_count or (migration.id, index) in self._steps:
+            return
+        moves = migration.plan.steps[index].moves
+        if not moves:
+            return
+        reason = prewarm_refusal(self.internals, query)
+        if reason is not None:
+            migration.prewarm_fallback = reason
+            return
+        prewarm = StepPrewarm(self.internals, query, moves, self.stores, dict(hosts))
+        self._steps[(migration.id, index)] = (prewarm.start(), time.monotonic())
+
+    def switch(self, migration: Migration, batch_id: int) -> set[int]:
+        """Switch the next step's loaded bins (re-pointed, topped up, handed their copies):
+        the bins returned are re-pointed; the caller re-points the others plainly."""
+        pending = self._steps.pop((migration.id, migration.step), None)
+        if pending is None:
+            return set()
+        prewarm = pending[0]
+        if prewarm.error is not None:
+            migration.prewarm_fallback = prewarm.error
+            return set()
+        try:
+            statuses = prewarm.switch(batch_id)
+        except Exception as error:  # re-pointed or not, the caller re-points them plainly
+            migration.prewarm_fallback = f"step {migration.step + 1}'s switch failed: {error}"
+            return set()
+        migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
+        return set(statuses)
+
+    def drop(self, migration: Migration) -> None:
+        """The migration ended: release the copies of steps that will not switch."""
+        for key in [k for k in self._steps if k[0] == migration.id]:
+            release_when_loaded(self._steps.pop(key)[0])
+
+
+def release_when_loaded(prewarm: StepPrewarm) -> None:
+    """Drop a step's loaded copies once its loads end (a thread: they may still run)."""
+
+    def run() -> None:
+        while not prewarm.ready:
+            time.sleep(0.2)
+        try:
+            prewarm.release()
+        except Exception as error:
+            print(f"swivel: releasing prewarmed bins failed: {error}")
+
+    threading.Thread(target=run, daemon=True, name="swivel-prewarm-release").start()

@@ -1,0 +1,215 @@
+"""The BinMover's prewarmed steps against the simulated cluster of test_executor: a step
+switches only once its bins are loaded on their targets, the next step loads while the
+previous one runs, and whatever cannot be prewarmed moves the plain way and says why.
+The fake adapter's switches: the helper is missing, the settings refuse, a load fails or
+never ends. (The real loads and switches run on the cluster: test_prewarm.py.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from swivel.controllers.migration import Strategy, plan_migration
+from swivel.jobs.migration.executor import BinMover
+from tests.unit.migration.test_executor import FakeInternals, FakeQuery, drive
+
+
+class FakePrewarmer:
+    def __init__(self, owner: PrewarmingInternals) -> None:
+        self.owner = owner
+
+    def available(self) -> bool:
+        return self.owner.jar_built
+
+    def refusal(self, query: Any) -> str | None:
+        return self.owner.refuses
+
+    def release(self, query: Any, bins: Any, target: str, host: str, **_: Any) -> list[Any]:
+        self.owner.released += list(bins)
+        return []
+
+
+class PrewarmingInternals(FakeInternals):
+    """FakeInternals that also prewarms: loads block until `loads_may_finish` is set."""
+
+    def __init__(self, bins: int) -> None:
+        super().__init__(bins)
+        self.jar_built = True
+        self.refuses: str | None = None
+        self.load_fails = False
+        self.loads_may_finish = threading.Event()
+        self.loads_may_finish.set()
+        self.loaded: list[tuple[int, str]] = []  # (bin, target), in load order
+        self.switched: list[tuple[int, int]] = []  # (bin, version read next)
+        self.released: list[int] = []
+        self._prewarmer = FakePrewarmer(self)
+
+    def prewarmer(self) -> FakePrewarmer:
+        return self._prewarmer
+
+    def executor_host(self, executor: str) -> str:
+        return "127.0.0.1"
+
+    def prewarm(self, query: Any, bins: Any, target: str, host: str, stores: Any) -> list[Any]:
+        self.loads_may_finish.wait(10)
+        if self.load_fails:
+            raise RuntimeError("executor lost during the load")
+        self.loaded += [(b, target) for b in bins]
+        return [{"partition": b, "status": "loaded"} for b in bins]
+
+    def switch_prewarmed(
+        self, query: Any, bins: Any, target: str, host: str, stores: Any, *, version: int
+    ) -> list[Any]:
+        for b in bins:
+            self.set_location(query, b, target, host, stores)
+            self.switched.append((b, version))
+        return [{"partition": b, "status": "activated"} for b in bins]
+
+
+def mover_for(fake: PrewarmingInternals, bins: int, **options: Any) -> BinMover:
+    mover = BinMover(None, bins, internals=fake, verify_async=False, **options)  # type: ignore[arg-type]
+    mover.attach(FakeQuery())
+    return mover
+
+
+def until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def fluid_moves(fake: FakeInternals, mover: BinMover, bins: list[int], to: str) -> Any:
+    current = mover.current_assignment()
+    return plan_migration(current, {**current, **dict.fromkeys(bins, to)}, Strategy.FLUID)
+
+
+def test_a_step_switches_only_after_its_bins_are_loaded_and_reads_the_next_version() -> None:
+    fake = PrewarmingInternals(4)
+    fake.loads_may_finish.clear()
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 3)  # the load is still running: nothing switches
+    assert migration.step == 0 and fake.coordinator[0] == "0" and fake.switched == []
+    fake.loads_may_finish.set()
+    until(lambda: fake.loaded == [(0, "1")])
+    batch = drive(fake, mover, batch, 1)
+    assert fake.switched == [(0, batch + 1)]  # topped up to what batch + 1 reads
+    drive(fake, mover, batch, 2)
+    assert migration.phase == "Completed" and migration.moved == 1
+    assert (migration.prewarmed, migration.prewarm_fallback) == ({0}, "")
+    assert migration.to_dict()["binsPrewarmed"] == 1
+
+
+def test_the_next_step_loads_while_the_previous_one_runs() -> None:
+    fake = PrewarmingInternals(6)
+    mover = mover_for(fake, 6)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2, 4], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)  # the migration begins: step 1 starts loading
+    while not migration.done.is_set() and batch < 40:
+        until(lambda: len(fake.loaded) >= min(3, migration.step + 1))
+        batch = drive(fake, mover, batch, 1)
+    assert migration.phase == "Completed"
+    assert migration.prewarmed == {0, 2, 4}
+    boundaries = [b for b in migration.step_batches if b is not None]
+    assert boundaries == sorted(boundaries) and len(set(boundaries)) == 3
+    # one step per boundary once loaded: pipelined, not load-then-wait per step
+    assert boundaries[-1] - boundaries[0] == 2
+
+
+def test_refused_settings_move_the_plain_way_and_say_why() -> None:
+    fake = PrewarmingInternals(4)
+    fake.refuses = "spark.sql.streaming.stateStore.unloadOnCommit=true: ..."
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    drive(fake, mover, 0, 3)
+    assert migration.phase == "Completed" and fake.coordinator[0] == "1"
+    assert fake.loaded == [] and migration.prewarmed == set()
+    assert migration.prewarm_fallback.startswith("spark.sql.streaming.stateStore.unloadOnCommit")
+    assert migration.to_dict()["prewarmFallback"] == migration.prewarm_fallback
+
+
+def test_without_the_helper_jar_bins_move_the_plain_way() -> None:
+    fake = PrewarmingInternals(4)
+    fake.jar_built = False
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    drive(fake, mover, 0, 3)
+    assert migration.phase == "Completed" and fake.coordinator[0] == "1"
+    assert "helper jar" in migration.prewarm_fallback
+
+
+def test_a_failed_load_moves_the_step_the_plain_way() -> None:
+    fake = PrewarmingInternals(4)
+    fake.load_fails = True
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    until(
+        lambda: (
+            bool(mover._prewarmed._steps)
+            and all(p.ready for p, _ in mover._prewarmed._steps.values())
+        )
+    )
+    drive(fake, mover, batch, 3)
+    assert migration.phase == "Completed" and fake.coordinator[0] == "1"
+    assert fake.switched == [] and "executor lost" in migration.prewarm_fallback
+
+
+def test_a_load_that_does_not_end_in_time_gives_way_and_its_copy_is_released() -> None:
+    fake = PrewarmingInternals(4)
+    fake.loads_may_finish.clear()
+    mover = mover_for(fake, 4, prewarm_timeout_s=0.05)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    time.sleep(0.1)
+    drive(fake, mover, batch, 3)
+    assert migration.phase == "Completed" and fake.coordinator[0] == "1"
+    assert "took over" in migration.prewarm_fallback and fake.switched == []
+    fake.loads_may_finish.set()
+    until(lambda: fake.released == [0])  # the late copy is dropped once loaded
+
+
+def test_without_prewarm_nothing_is_loaded() -> None:
+    fake = PrewarmingInternals(4)
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"))
+    drive(fake, mover, 0, 3)
+    assert migration.phase == "Completed" and fake.loaded == [] and fake.switched == []
+    assert migration.to_dict()["prewarmFallback"] is None
+
+
+def test_the_actions_migration_prewarm_reaches_the_mover() -> None:
+    """`spec.migration.prewarm` travels in the driver action's `migration` (as the agent
+    copies the spec's) to `BinMover.submit`."""
+    from swivel.jobs.migration.actions import MigrationActions
+
+    fake = PrewarmingInternals(4)
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    reports: list[dict[str, Any]] = []
+    actions = MigrationActions(mover, reports.append)
+    plan = fluid_moves(fake, mover, [0], "1")
+    action = {
+        "seq": 1,
+        "action": "move-bins",
+        "planId": "p-1",
+        "migration": {"strategy": "fluid", "prewarm": True},
+        "plan": plan.to_dict(),
+    }
+    assert actions.handle(action)
+    until(lambda: bool(mover.history))
+    batch = 0
+    while not mover.history[0].done.is_set() and batch < 20:
+        batch = drive(fake, mover, batch, 1)
+        time.sleep(0.02)
+    assert mover.history[0].prewarmed == {0}
+    assert reports[-1]["binsPrewarmed"] == 1 and reports[-1]["planId"] == "p-1"
