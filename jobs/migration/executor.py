@@ -155,6 +155,7 @@ class BinMover:
         batch_size: int = 2,
         gap_batches: int = 0,
         kind: str = "move-bins",
+        prewarm: bool = False,
     ) -> Migration:
         """Plan (the one planner, on the current placement) and submit: for callers without
         an agent (the driver's policy loop, tests)."""
@@ -162,7 +163,8 @@ class BinMover:
         plan = plan_migration(
             current, target, strategy, batch_size=batch_size, gap_batches=gap_batches
         )
-        return self.submit(plan, plan_meta_topology(current, dict(target)), kind=kind)
+        topology = plan_meta_topology(current, dict(target))
+        return self.submit(plan, topology, kind=kind, prewarm=prewarm)
 
     def submit(
         self,

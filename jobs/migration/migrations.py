@@ -74,6 +74,7 @@ class Migration:
     prewarm: bool = False
     prewarmed: set[int] = field(default_factory=set)
     prewarm_fallback: str = ""
+    prewarm_ms: list[float] = field(default_factory=list)  # per switched step, its loads
 
     @property
     def moved(self) -> int:

@@ -169,6 +169,7 @@ class PrewarmedSteps:
             migration.prewarm_fallback = f"step {migration.step + 1}'s switch failed: {error}"
             return set()
         migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
+        migration.prewarm_ms.append(prewarm.load_ms)
         return set(statuses)
 
     def drop(self, migration: Migration) -> None:

@@ -34,10 +34,6 @@ def test_bins_move_into_the_batch_they_were_verified_in() -> None:
     assert anatomy.moved_in(migration) == {11: [0, 2], 13: [1]}
 
 
-def test_prewarmed_bins_move_into_the_batch_after_their_switch() -> None:
-    assert anatomy.moved_in_prewarmed(PLAN, [20, 24]) == {21: [0, 2], 25: [1]}
-
-
 class FakeInternals:
     def __init__(self, tasks: dict[int, list[TaskRun]]) -> None:
         self.tasks = tasks

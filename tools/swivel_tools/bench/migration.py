@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from swivel.controllers.assignments import rebalance_for_executors
-from swivel.controllers.migration import plan_migration
 from swivel.jobs import jvm
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
@@ -47,7 +46,6 @@ from swivel_tools.bench.migration_anatomy import (
     batch_anatomy,
     epoch,
     moved_in,
-    moved_in_prewarmed,
     reload_figures,
     task_times,
 )
@@ -58,7 +56,6 @@ from swivel_tools.bench.migration_settings import (
     migration_conf,
     storage_description,
 )
-from swivel_tools.bench.prewarmed import PrewarmedMigrator
 from swivel_tools.bench.workload import KeyedWorkload
 
 PLAIN = ("all-at-once", "fluid", "batched")
@@ -99,7 +96,6 @@ class SizeRun:
             checkpoint_uri=figures.checkpoint_uri(config.storage, root / "checkpoint"),
         )
         self.mover = BinMover(spark, config.bins)
-        self.prewarmed = PrewarmedMigrator(self.mover.internals, self.mover.stores)
         self.timelines: dict[str, list[figures.BatchTime]] = {}
         self._spans: dict[str, tuple[int, int]] = {}
         self.windows: dict[str, tuple[int, int]] = {}
@@ -107,10 +103,9 @@ class SizeRun:
 
     def start(self) -> None:
         self.workload.write_inputs(self.config.load_batches + 12)
-        query = self.workload.start(boundary=lambda w: self.prewarmed.wrap(self.mover.wrap(w)))
+        query = self.workload.start(boundary=self.mover.wrap)
         self.workload.feed(ahead=12)
         self.mover.attach(query)
-        self.prewarmed.query = query
         self.workload.wait_for_batch(self.config.load_batches + 1, timeout=self.config.timeout_s)
 
     def settle(self, migration: Migration) -> None:
@@ -199,33 +194,33 @@ class SizeRun:
         self.steady.append(steady_batches)
         steady = [d for _, d, _ in steady_batches]
         began = time.time()
-        extra: dict[str, Any] = {}
-        if strategy == PREWARMED:
-            plan = plan_migration(original, target, "batched", batch_size=cfg.batch_size)
-            outcome = self.prewarmed.run(plan, workload.batches_done(), cfg.timeout_s)
-            first, last = outcome.first_batch, outcome.last_batch
-            workload.wait_for_batch(last + 1, timeout=cfg.timeout_s)
-            missing = self.prewarmed.landed(plan, outcome, cfg.bins)
-            if missing:
-                raise RuntimeError(f"{strategy}: bins {missing} did not run on their target")
-            moved, steps = outcome.moved_bins, outcome.steps
-            extra = {"prewarm_ms": outcome.prewarm_ms, "statuses": outcome.statuses}
-            moved_into = moved_in_prewarmed(plan, outcome.switch_boundaries)
-            started_at: float | None = began
-        else:
-            migration = self.mover.migrate(
-                target, strategy, batch_size=cfg.batch_size, gap_batches=cfg.gap_batches
-            )
-            self.mover.wait(migration, timeout=cfg.timeout_s)
-            if migration.landed_elsewhere:
-                raise RuntimeError(f"{strategy}: moves did not land: {migration.to_dict()}")
-            first = migration.first_batch or 0
-            last = max(o.verified_in_batch or first for o in migration.outcomes.values())
-            workload.wait_for_batch(last, timeout=cfg.timeout_s)
-            moved, steps = migration.moved, migration.plan.step_count
-            extra = reload_figures(self.mover, migration)
-            moved_into = moved_in(migration)
-            started_at = None
+        # batched-prewarmed is the product's prewarm (`spec.migration.prewarm`): the batched
+        # plan, each step's bins loaded on their targets before the step switches
+        prewarm = strategy == PREWARMED
+        migration = self.mover.migrate(
+            target,
+            "batched" if prewarm else strategy,
+            batch_size=cfg.batch_size,
+            gap_batches=cfg.gap_batches,
+            prewarm=prewarm,
+        )
+        self.mover.wait(migration, timeout=cfg.timeout_s)
+        if migration.landed_elsewhere:
+            raise RuntimeError(f"{strategy}: moves did not land: {migration.to_dict()}")
+        if prewarm and migration.prewarm_fallback:
+            raise RuntimeError(f"{strategy}: moved the plain way: {migration.prewarm_fallback}")
+        first = migration.first_batch or 0
+        last = max(o.verified_in_batch or first for o in migration.outcomes.values())
+        workload.wait_for_batch(last, timeout=cfg.timeout_s)
+        moved, steps = migration.moved, migration.plan.step_count
+        extra = reload_figures(self.mover, migration)
+        if prewarm:
+            extra |= {
+                "bins_prewarmed": len(migration.prewarmed),
+                "prewarm_ms": migration.prewarm_ms,
+            }
+        moved_into = moved_in(migration)
+        started_at: float | None = None
         window = _durations(query, first, last)
         spike = figures.excess(window, steady)
         self._spans[strategy] = (start, last + 3)  # read after the settle: 3 more batches

@@ -7,10 +7,9 @@ of the batches bins moved into, from which `moved_task_extra_ms` is computed
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from swivel.controllers.migration import MigrationPlan
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
 
@@ -43,18 +42,6 @@ def moved_in(migration: Migration) -> dict[int, list[int]]:
     for outcome in migration.outcomes.values():
         if outcome.verified_in_batch is not None:
             out.setdefault(outcome.verified_in_batch, []).append(outcome.move.bin)
-    return out
-
-
-def moved_in_prewarmed(
-    plan: MigrationPlan, switch_boundaries: Sequence[int]
-) -> dict[int, list[int]]:
-    """The same for a prewarmed run: a step's bins run on their targets in the batch after
-    the boundary that switched them."""
-    out: dict[int, list[int]] = {}
-    steps = [s for s in plan.steps if s.moves]
-    for step, boundary in zip(steps, switch_boundaries, strict=True):
-        out.setdefault(boundary + 1, []).extend(m.bin for m in step.moves)
     return out
 
 
