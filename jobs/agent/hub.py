@@ -104,7 +104,9 @@ class Hub:
             raw_window = os.environ.get("SWIVEL_WORKER_LOADS_WINDOW_S")
             worker_loads_window_s = float(raw_window) if raw_window else DEFAULT_WINDOW_S
         self.keyed = {op.name: op.kind is OperatorKind.KEYED for op in job.dataflow.operators}
-        self.worker_loads = WorkerLoadWindow(self.keyed, clock, worker_loads_window_s)
+        self.worker_loads = WorkerLoadWindow(
+            self.keyed, clock, worker_loads_window_s, self.metrics.record_worker_counts
+        )
         self._loads = LatestLoads(job.dataflow.bins, self.metrics, clock, self.worker_loads)
         self._actions = DriverActions(state.actions, clock)
         self.config = ConfigChannel(state, save, self.metrics, clock)

@@ -11,6 +11,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from swivel.protocol.counts import WorkerCounts
+
 # Fries' fast path is milliseconds, the epoch baseline a batch, restart seconds.
 DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -117,6 +119,38 @@ class AgentMetrics:
             "swivel_driver_loads", "Load measurements reported by the driver.",
             registry=self.registry,
         )  # fmt: skip
+        # The workers' own counts (Chi §5, monitoring through the control plane), from
+        # their reports on the acks connection: running totals per operator and partition
+        # (for a keyed operator, the partition is its bin).
+        self.worker_rows = Counter(
+            "swivel_worker_rows",
+            "Input rows the workers handed to an operator's user function, per Spark partition "
+            "(a keyed operator's bin), from the workers' count reports.",
+            ["operator", "partition"],
+            registry=self.registry,
+        )
+        self.worker_busy = Counter(
+            "swivel_worker_busy_seconds",
+            "Wall time the workers spent in an operator's user function, per Spark partition "
+            "(a keyed operator's bin), from the workers' count reports.",
+            ["operator", "partition"],
+            registry=self.registry,
+        )
+        self.worker_reports = Counter(
+            "swivel_worker_count_reports",
+            "Count reports taken from the workers (a report resent after a lost answer once).",
+            registry=self.registry,
+        )
+
+    def record_worker_counts(self, report: WorkerCounts) -> None:
+        """Add one worker's counted report (a repeated `seq` never reaches here) to the
+        running totals: Prometheus takes rates of counters, so the totals are exported, not
+        the agent's window (`/v1/loads` serves that)."""
+        self.worker_reports.inc()
+        for part in report.partitions:
+            labels = (part.operator, str(part.partition))
+            self.worker_rows.labels(*labels).inc(part.rows)
+            self.worker_busy.labels(*labels).inc(part.busy_seconds)
 
     def record_loads(self, loads: dict[str, Any]) -> None:
         """Replace the load gauges with one measurement (executors and bins that left go)."""

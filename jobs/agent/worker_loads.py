@@ -51,10 +51,12 @@ class WorkerLoadWindow:
         keyed: Mapping[str, bool],
         clock: Callable[[], float],
         window_s: float = DEFAULT_WINDOW_S,
+        on_counted: Callable[[WorkerCounts], None] | None = None,
     ) -> None:
         if not window_s > 0:
             raise ValueError("window_s must be positive")
         self._keyed, self._clock, self.window_s = dict(keyed), clock, window_s
+        self._on_counted = on_counted  # e.g. the /metrics totals: each report once
         self._series: dict[tuple[str, int], _Series] = {}
         self._last_seq: dict[int, int] = {}
         self._reports: deque[float] = deque()  # arrival times, for the count and the age
@@ -71,6 +73,8 @@ class WorkerLoadWindow:
                 continue
             self._remember_seq(report.pid, report.seq)
             counted += 1
+            if self._on_counted is not None:
+                self._on_counted(report)
             self._reports.append(now)
             began = now - report.interval_seconds
             self._since = began if self._since is None else min(self._since, began)

@@ -81,6 +81,11 @@ def test_several_workers_of_one_bin_add_up_and_a_repeat_counts_once(agent: Any, 
     workers = workers_of(agent, call)
     assert workers is not None
     assert [(b["bin"], b["rows"], b["workers"]) for b in workers["bins"]] == [(7, 160, 2)]
+    # ... and the same totals on /metrics, for Prometheus (the resent report once)
+    _, text, _ = call(agent.url + "/metrics")
+    assert f'swivel_worker_rows_total{{operator="{DETECTOR}",partition="7"}} 160.0' in text
+    assert f'swivel_worker_busy_seconds_total{{operator="{DETECTOR}",partition="7"}} 0.2' in text
+    assert "swivel_worker_count_reports_total 2.0" in text
     # Counts naming a bin the job does not have are untrue: dropped (a reused Python worker
     # may hold counts of an earlier query), the body still taken.
     status, answer, _ = call(
