@@ -26,25 +26,29 @@ pytestmark = pytest.mark.spark
 def test_a_function_update_is_seen_within_one_running_micro_batch(
     spark, make_labelling_job, tmp_path: Path
 ) -> None:
-    job = make_labelling_job(delay_ms=40)  # 1000 rows/batch, 50 per Arrow batch: ~0.5 s/batch
+    # 400 rows/batch, 50 per Arrow batch: 8 slices of 40 ms, recorded per row. A batch
+    # still takes seconds here, far longer than the switch may take (500 ms, below); with
+    # 1000 rows a batch took ~22 s on a 2-core machine, and the test waited for four.
+    job = make_labelling_job(delay_ms=40)
+    rows = 400
     feed_path, schedule = tmp_path / "feed.json", tmp_path / "schedule"
     schedule.mkdir()
     before = job_snapshot(job)
     publish(feed_path, before)
     feed = FileFeed(str(feed_path), acks_path=str(tmp_path / "acks.jsonl"))
     runtime = start_bounded(
-        spark, job, tmp_path, rows_per_batch=1000, feed=feed, recording_dir=str(schedule)
+        spark, job, tmp_path, rows_per_batch=rows, feed=feed, recording_dir=str(schedule)
     )
     try:
         runtime.wait_for_batches(1)
 
-        def mid_batch() -> bool:  # some, not all, rows of a batch after the first processed
+        def mid_batch() -> int | None:  # a batch after the first, some, not all, rows processed
             per_batch = defaultdict(int)
             for event in process_events(schedule):
                 per_batch[event["batch"]] += 1
-            return any(b >= 1 and 0 < n <= 500 for b, n in per_batch.items())
+            return next((b for b, n in per_batch.items() if b >= 1 and 0 < n <= rows // 2), None)
 
-        wait_for(mid_batch, 90.0, "a batch after the first partly processed", every=0.005)
+        running = wait_for(mid_batch, 90.0, "a batch after the first partly processed", every=0.005)
         after = with_transition(
             before,
             {"label": {"params": {"label": "v2", "delay_ms": 40}}},
@@ -53,7 +57,15 @@ def test_a_function_update_is_seen_within_one_running_micro_batch(
         published_at = time.time()
         publish(feed_path, after)
         record_transition(schedule, before, after)
-        wait_for(lambda: runtime.batches_completed() >= 4, 90.0, "4 batches", every=0.005)
+        # Until the batch the switch landed in has completed (its progress event): its rows
+        # before the switch ran v1, the rest v2, and the acks were written during it. (It
+        # waited for 4 batches: the later ones, all v2, add nothing the assertions read.)
+        wait_for(
+            lambda: any(int(e["batchId"]) >= running for e in runtime.progress),
+            90.0,
+            f"batch {running} completed",
+            every=0.005,
+        )
     finally:
         runtime.stop()
     versions_by_batch = defaultdict(set)
