@@ -266,6 +266,7 @@ def run_migration_bench(
     config: BenchConfig, *, plot_dir: Path | None = None, workdir: Path | None = None
 ) -> dict[str, Any]:
     root = workdir or Path(tempfile.mkdtemp(prefix="swivel-bench-migration-"))
+    finished = False
     loads = [_load_average("start")]
     began = time.monotonic()
     jar = str(jvm.jar_path()) if jvm.jar_path() else None
@@ -306,7 +307,10 @@ def run_migration_bench(
             if prewarm_reason:
                 sweep[-1]["strategies"][PREWARMED] = None
             _keep_size_result(root, sweep[-1])
-            shutil.rmtree(root / f"keys-{keys}" / "input", ignore_errors=True)
+            # a size's checkpoint is ~10 snapshots of its whole state (38 GB at 1.28 M keys):
+            # kept only in a --workdir the caller chose
+            done = root / f"keys-{keys}"
+            shutil.rmtree(done / "input" if workdir else done, ignore_errors=True)
         loads.append(_load_average("end"))
         chosen_keys = config.chosen_keys or max(config.sweep_keys)
         chosen = next(s for s in sweep if s["keys"] == chosen_keys)
@@ -333,11 +337,14 @@ def run_migration_bench(
             paths = plot_timelines(run.timelines, chosen["steady_p50_ms"], plot_dir, run.windows)
             excess_plot = plot_excess(report["sweep"], plot_dir)
             report["plots"] = paths + ([excess_plot] if excess_plot else [])
+        finished = True
         return report
     finally:
         if spark is not None:
             spark.stop()
         cluster.stop()
+        if workdir is None and finished:  # ours, and the report holds what it measured;
+            shutil.rmtree(root, ignore_errors=True)  # after a failure: the sizes measured
 
 
 def _keep_size_result(root: Path, size: dict[str, Any]) -> None:

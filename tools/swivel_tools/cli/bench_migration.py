@@ -75,7 +75,8 @@ def _sizes(value: str) -> tuple[int, ...]:
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     hidden=True,
-    help="Cluster, inputs, checkpoints and the storage's read log (default: a temp folder).",
+    help="Cluster, inputs, checkpoints and the storage's read log, kept (default: a temp "
+    "folder, removed at the end: a size's checkpoint alone can be tens of GB).",
 )
 @click.option("--timeout-s", type=float, default=900.0, hidden=True)
 @click.option("--settle-s", type=float, default=5.0, hidden=True)
