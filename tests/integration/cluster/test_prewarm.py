@@ -104,6 +104,26 @@ class Boundary:
         return self.done[name][0]
 
 
+def assert_first_batch_on_the_loaded_copy(
+    internals: SparkInternals, query: Any, bins: tuple[int, int], target: str, first: int
+) -> tuple[dict[int, Any], dict[int, Any]]:
+    """On `target`, the prewarmed bin is served by the provider object its prewarm loaded
+    (the shadow copy gone), the control bin by a provider reloaded from the checkpoint.
+    Returns the probe and batch `first`'s stateful tasks, per bin."""
+    moved, control = bins
+    host = internals.executor_host(target)
+    probed = {
+        p["partition"]: p
+        for p in internals.prewarmer().probe(query, [moved, control], target, host)
+    }
+    assert probed[moved]["prewarmed_provider"], probed[moved]
+    assert not probed[moved]["shadow_loaded"]
+    assert not probed[control]["prewarmed_provider"]  # reloaded from the checkpoint
+    run_id = str(query.runId)
+    tasks = {t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))}
+    return probed, tasks
+
+
 def older_files(store: Path, version: int) -> list[Path]:
     """The bin's delta and snapshot files (and their checksums) of versions <= `version`:
     what a reload from the checkpoint at a later version would read."""
@@ -180,15 +200,9 @@ def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Pat
         workload.wait_for_batch(first + 1)
 
         # 4. Its first batch on the target ran on the prewarmed provider (the same object).
-        probed = {
-            p["partition"]: p for p in prewarm.probe(query, [moved, control], target, hosts[target])
-        }
-        assert probed[moved]["prewarmed_provider"], probed[moved]
-        assert not probed[moved]["shadow_loaded"]
-        assert not probed[control]["prewarmed_provider"]  # reloaded from the checkpoint
-        tasks = {
-            t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))
-        }
+        probed, tasks = assert_first_batch_on_the_loaded_copy(
+            internals, query, (moved, control), target, first
+        )
         print(
             f"prewarm {loaded[0]['load_ms']:.0f} ms at version {prewarm_version}; switch at "
             f"boundary {switched_at} ({switched_at + 1 - prewarm_version} delta(s) to catch "
@@ -294,17 +308,9 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         moved_away.clear()
         workload.wait_for_batch(first + 1)
 
-        host = internals.executor_host(target)
-        probed = {
-            p["partition"]: p
-            for p in internals.prewarmer().probe(query, [moved, control], target, host)
-        }
-        assert probed[moved]["prewarmed_provider"], probed[moved]
-        assert not probed[moved]["shadow_loaded"]
-        assert not probed[control]["prewarmed_provider"]  # reloaded from the checkpoint
-        tasks = {
-            t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))
-        }
+        _, tasks = assert_first_batch_on_the_loaded_copy(
+            internals, query, (moved, control), target, first
+        )
         print(
             f"switched after batch {first - 1} (submitted at {migration.first_batch}); first "
             f"batch on the target: prewarmed bin {tasks[moved].duration_ms:.0f} ms, control "

@@ -85,12 +85,17 @@ def fluid_moves(fake: FakeInternals, mover: BinMover, bins: list[int], to: str) 
     return plan_migration(current, {**current, **dict.fromkeys(bins, to)}, Strategy.FLUID)
 
 
+def prewarmed_move_of_bin_0(fake: PrewarmingInternals, **options: Any) -> tuple[BinMover, Any]:
+    """A mover past its first boundary with bin 0 -> executor 1 submitted, prewarm asked."""
+    mover = mover_for(fake, 4, **options)
+    mover.boundary(0)
+    return mover, mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+
+
 def test_a_step_switches_only_after_its_bins_are_loaded_and_reads_the_next_version() -> None:
     fake = PrewarmingInternals(4)
     fake.loads_may_finish.clear()
-    mover = mover_for(fake, 4)
-    mover.boundary(0)
-    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    mover, migration = prewarmed_move_of_bin_0(fake)
     batch = drive(fake, mover, 0, 3)  # the load is still running: nothing switches
     assert migration.step == 0 and fake.coordinator[0] == "0" and fake.switched == []
     fake.loads_may_finish.set()
@@ -123,9 +128,7 @@ def test_the_next_step_loads_while_the_previous_one_runs() -> None:
 def test_refused_settings_move_the_plain_way_and_say_why() -> None:
     fake = PrewarmingInternals(4)
     fake.refuses = "spark.sql.streaming.stateStore.unloadOnCommit=true: ..."
-    mover = mover_for(fake, 4)
-    mover.boundary(0)
-    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    mover, migration = prewarmed_move_of_bin_0(fake)
     drive(fake, mover, 0, 3)
     assert migration.phase == "Completed" and fake.coordinator[0] == "1"
     assert fake.loaded == [] and migration.prewarmed == set()
@@ -136,9 +139,7 @@ def test_refused_settings_move_the_plain_way_and_say_why() -> None:
 def test_without_the_helper_jar_bins_move_the_plain_way() -> None:
     fake = PrewarmingInternals(4)
     fake.jar_built = False
-    mover = mover_for(fake, 4)
-    mover.boundary(0)
-    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    mover, migration = prewarmed_move_of_bin_0(fake)
     drive(fake, mover, 0, 3)
     assert migration.phase == "Completed" and fake.coordinator[0] == "1"
     assert "helper jar" in migration.prewarm_fallback
@@ -147,9 +148,7 @@ def test_without_the_helper_jar_bins_move_the_plain_way() -> None:
 def test_a_failed_load_moves_the_step_the_plain_way() -> None:
     fake = PrewarmingInternals(4)
     fake.load_fails = True
-    mover = mover_for(fake, 4)
-    mover.boundary(0)
-    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    mover, migration = prewarmed_move_of_bin_0(fake)
     batch = drive(fake, mover, 0, 1)
     until(
         lambda: (
@@ -165,9 +164,7 @@ def test_a_failed_load_moves_the_step_the_plain_way() -> None:
 def test_a_load_that_does_not_end_in_time_gives_way_and_its_copy_is_released() -> None:
     fake = PrewarmingInternals(4)
     fake.loads_may_finish.clear()
-    mover = mover_for(fake, 4, prewarm_timeout_s=0.05)
-    mover.boundary(0)
-    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    mover, migration = prewarmed_move_of_bin_0(fake, prewarm_timeout_s=0.05)
     batch = drive(fake, mover, 0, 1)
     time.sleep(0.1)
     drive(fake, mover, batch, 3)
