@@ -57,3 +57,29 @@ def test_task_times_come_from_the_movers_records_else_the_rest_api() -> None:
     out = anatomy.task_times(mover, "run", [5, 6, 7], bins=2)
     assert out == {5: {0: 500.0, 1: 100.0}, 6: {0: 300.0, 1: 90.0}}  # 7: no task list
     assert internals.asked == [6, 7]  # the recorded batch is not read again
+
+
+class FakeRest:
+    """The status REST API's answers for one batch: one job, one stage of 2 tasks."""
+
+    def __init__(self) -> None:
+        launch = "2026-11-26T05:00:00.000GMT"
+        self.answers: dict[str, Any] = {
+            "/jobs": [{"jobGroup": "run", "description": "x batch = 7", "stageIds": [3]}],
+            "/stages/3": [{"numTasks": 2, "status": "COMPLETE", "attemptId": 0}],
+            "/stages/3/0/taskList?length=16": [
+                {"index": 0, "executorId": "1", "launchTime": launch, "duration": 900,
+                 "status": "SUCCESS", "taskMetrics": {"jvmGcTime": 610}},
+                {"index": 1, "executorId": "1", "launchTime": launch, "duration": 800,
+                 "status": "SUCCESS", "taskMetrics": {"jvmGcTime": 600}},
+            ],
+        }  # fmt: skip
+
+    def _rest(self, path: str) -> Any:
+        return self.answers[path]
+
+
+def test_the_anatomy_of_a_batch_says_how_long_the_jvm_collected() -> None:
+    (executor,) = anatomy.batch_anatomy(FakeRest(), "run", 7, 2, moved={0}).values()
+    assert (executor["gc_ms_max"], executor["gc_ms_sum"]) == (610.0, 1210)
+    assert (executor["moved_in_bins"], executor["busy_ms"]) == (1, 1700)

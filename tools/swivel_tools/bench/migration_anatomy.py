@@ -74,7 +74,8 @@ def epoch(timestamp: str) -> float:
 
 def stateful_tasks(internals: Any, run_id: str, batch_id: int, bins: int) -> list[dict[str, Any]]:
     """The successful tasks of one batch's stateful stage with their launch times (status
-    REST API): partition, executor, launch (epoch s), duration ms."""
+    REST API): partition, executor, launch (epoch s), duration ms, and the JVM's garbage
+    collection time during the task (a pause stalls every task of the executor)."""
     suffix = f"batch = {batch_id}"
     stage_ids: set[int] = set()
     for job in internals._rest("/jobs"):
@@ -95,6 +96,7 @@ def stateful_tasks(internals: Any, run_id: str, batch_id: int, bins: int) -> lis
                     "executor": str(t["executorId"]),
                     "launch": epoch(str(t["launchTime"]).replace("GMT", "+00:00")),
                     "ms": float(t.get("duration", 0)),
+                    "gc_ms": float((t.get("taskMetrics") or {}).get("jvmGcTime", 0)),
                 }
                 for t in tasks
                 if t.get("status") == "SUCCESS"
@@ -126,5 +128,9 @@ def batch_anatomy(
             "moved_in_busy_ms": round(sum(moving)),
             "moved_in_task_ms_median": statistics.median(moving) if moving else 0.0,
             "other_task_ms_median": statistics.median(others) if others else 0.0,
+            # a batch where every task is slow: is it the JVM's collector? (the longest
+            # collection any task saw, and the tasks' sum, which counts a shared pause twice)
+            "gc_ms_max": max((t.get("gc_ms", 0.0) for t in own), default=0.0),
+            "gc_ms_sum": round(sum(t.get("gc_ms", 0.0) for t in own)),
         }
     return out
