@@ -11,6 +11,7 @@ from typing import Any
 from swivel_tools.bench import migration_figures as figures
 
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STEADY_RUN_MARGIN = 8  # the longest window then fits 9 times in the steady run
 
 
@@ -31,6 +32,7 @@ class BenchConfig:
     executor_cores: int = 2  # a free slot beside the batch for a prewarm (docs)
     executor_memory_gb: int = 5
     storage: str = "throttled"  # or "local"
+    state_store: str = "hdfs"  # or "rocksdb" (off-heap, changelog checkpointing)
     read_mb_per_s: float = 150.0
     open_latency_ms: float = 20.0
     snapshot_every: int = 10  # Spark's default minDeltasForSnapshot
@@ -47,9 +49,11 @@ class BenchConfig:
 def migration_conf(config: BenchConfig) -> dict[str, str]:
     """Session settings (docs/migration.md, "Migration benchmark: setup").
 
-    - HDFS-backed store: a bin's rows live in its executor's heap, a batch on a new executor
-      first reads all of the bin's files (the reload) -- and it is the store the prewarm
-      prototype supports.
+    - HDFS-backed store (default): a bin's rows live in its executor's heap, a batch on a
+      new executor first reads all of the bin's files (the reload). `--state-store rocksdb`:
+      Swivel's own operators' store, off-heap, with changelog checkpointing (a reload
+      downloads the newest snapshot's files and replays the changelogs after it); the heap
+      then holds no state, so collector pauses of the state maps leave the batches.
     - Snapshots every `snapshot_every` deltas (Spark's default 10): a reload reads one
       snapshot and at most that many deltas whichever strategy runs first or last; without
       snapshots the later strategies would open more delta files (20 ms each on throttled).
@@ -64,11 +68,20 @@ def migration_conf(config: BenchConfig) -> dict[str, str]:
         "spark.executor.cores": str(config.executor_cores),
         "spark.driver.memory": "2g",
         "spark.memory.fraction": "0.3",
-        "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
+        **_store_conf(config),
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(config.snapshot_every),
         "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
         "spark.locality.wait": "30s",
     }
+
+
+def _store_conf(config: BenchConfig) -> dict[str, str]:
+    if config.state_store == "rocksdb":
+        return {
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        }
+    return {"spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER}
 
 
 def storage_description(config: BenchConfig, log: Path | None) -> dict[str, Any]:

@@ -58,6 +58,14 @@ def _sizes(value: str) -> tuple[int, ...]:
     show_default=True,
     help="Checkpoint on throttled:// (remote-like reads) or plain local disk.",
 )
+@click.option(
+    "--state-store",
+    type=click.Choice(["hdfs", "rocksdb"]),
+    default="hdfs",
+    show_default=True,
+    help="The workload's state store: HDFS-backed (state in the executors' heap) or RocksDB "
+    "(off-heap, changelog checkpointing: what Swivel's own operators use).",
+)
 @click.option("--read-mb-s", type=float, default=150.0, show_default=True, help="Per stream.")
 @click.option("--open-latency-ms", type=float, default=20.0, show_default=True)
 @click.option("--snapshot-every", type=int, default=10, show_default=True)
@@ -96,6 +104,7 @@ def migration(
     executor_cores: int,
     executor_memory_gb: int,
     storage: str,
+    state_store: str,
     read_mb_s: float,
     open_latency_ms: float,
     snapshot_every: int,
@@ -125,6 +134,7 @@ def migration(
         executor_cores=executor_cores,
         executor_memory_gb=executor_memory_gb,
         storage=storage,
+        state_store=state_store,
         read_mb_per_s=read_mb_s,
         open_latency_ms=open_latency_ms,
         snapshot_every=snapshot_every,
