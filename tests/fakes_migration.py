@@ -49,6 +49,7 @@ class FakeMover:
     migrating: bool = False  # BinMover.migrating: a test switches it
     boundaries: list[int] = field(default_factory=list)
     migrated: list[dict[int, str]] = field(default_factory=list)  # targets, one per migrate
+    prewarm_asked: list[bool] = field(default_factory=list)  # submit's prewarm, per plan
     moved: list[tuple[int, str]] = field(default_factory=list)  # (bin, executor) carried out
     assignment: dict[int, str] = field(default_factory=dict)
     alive: list[str] = field(default_factory=lambda: ["0", "1"])
@@ -76,8 +77,10 @@ class FakeMover:
         return FakeMigration(f"m-{len(self.migrated)}", dict(target), changes)
 
     def submit(self, plan: Any, topology: Any = None, *, kind: str = "move-bins",
-               on_submit: Any = None) -> FakeMigration:  # fmt: skip
-        """A plan carried out as given, from the first step the placement does not reflect."""
+               on_submit: Any = None, prewarm: bool = False) -> FakeMigration:  # fmt: skip
+        """A plan carried out as given, from the first step the placement does not reflect
+        (`prewarm` is recorded: the fake loads nothing ahead)."""
+        self.prewarm_asked.append(prewarm)
         self.migrated.append(dict(plan.after))
         migration = FakeMigration(f"m-{len(self.migrated)}", dict(plan.after), [], kind)
         try:
