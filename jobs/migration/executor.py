@@ -86,7 +86,6 @@ class BinMover:
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
-        self.prewarm_timeout_s = prewarm_timeout_s
         self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
@@ -257,10 +256,8 @@ class BinMover:
         switched = self._prewarmed.switch(migration, batch_id)
         for move in step.moves:  # the plan's hand-over order
             outcome = migration.outcomes[move.bin]
-            if move.bin in switched:
-                outcome.attempts += 1
-                outcome.issued_at_batch = batch_id
-                outcome.status = "issued"
+            if move.bin in switched:  # re-pointed by the prewarmed switch
+                _issued(outcome, batch_id)
             else:
                 self._point(outcome, batch_id)
         migration.step_batches.append(batch_id)
@@ -274,9 +271,7 @@ class BinMover:
             outcome.status = "failed"
             return
         self.internals.set_location(self.query, outcome.move.bin, target, host, self.stores())
-        outcome.attempts += 1
-        outcome.issued_at_batch = batch_id
-        outcome.status = "issued"
+        _issued(outcome, batch_id)
 
     def _refresh_host(self, executor: str) -> str | None:
         self._hosts = {e.id: e.host for e in self.internals.executors() if e.active}
@@ -410,3 +405,10 @@ class BinMover:
 
 
 _id_order = rescaling.id_order
+
+
+def _issued(outcome: MoveOutcome, batch_id: int) -> None:
+    """The bin was re-pointed at the boundary after `batch_id`: verify it in the next."""
+    outcome.attempts += 1
+    outcome.issued_at_batch = batch_id
+    outcome.status = "issued"

@@ -45,7 +45,6 @@ class StepPrewarm:
     moves: Sequence[Move]
     stores: Stores
     hosts: dict[str, str]
-    loaded: dict[int, str] = field(default_factory=dict)  # bin -> prewarm status
     error: str | None = None
     load_ms: float = 0.0
     _done: threading.Event = field(default_factory=threading.Event)
@@ -64,13 +63,14 @@ class StepPrewarm:
             grouped.setdefault(move.target, []).append(move.bin)
         return grouped
 
+    def _host(self, executor: str) -> str:
+        return self.hosts.get(executor) or self.internals.executor_host(executor)
+
     def _load(self) -> None:
         began = time.monotonic()
         try:
             for target, bins in sorted(self._by_target().items()):
-                host = self.hosts.get(target) or self.internals.executor_host(target)
-                for result in self.internals.prewarm(self.query, bins, target, host, self.stores()):
-                    self.loaded[int(result["partition"])] = str(result.get("status"))
+                self.internals.prewarm(self.query, bins, target, self._host(target), self.stores())
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:
@@ -83,9 +83,8 @@ class StepPrewarm:
         the activation status per bin (`activated`; `no-shadow`: it reloads as without)."""
         statuses: dict[int, str] = {}
         for target, bins in sorted(self._by_target().items()):
-            host = self.hosts.get(target) or self.internals.executor_host(target)
             for result in self.internals.switch_prewarmed(
-                self.query, bins, target, host, self.stores(), version=batch_id + 1
+                self.query, bins, target, self._host(target), self.stores(), version=batch_id + 1
             ):
                 bin_id = int(result["partition"])
                 # several stores per bin: the weakest answer counts
