@@ -59,13 +59,9 @@ class TransformWithStateWorkload(KeyedWorkload):
     payload_bytes: int = 0
 
     def frame(self) -> Any:
-        source = (
-            self.spark.readStream.schema("key long, pad int")
-            .option("maxFilesPerTrigger", 1)
-            .parquet(str(self.input_dir))
-        )
         return (
-            source.select("key")
+            self.source()
+            .select("key")
             .groupBy("key")
             .transformWithStateInPandas(
                 statefulProcessor=_processor(),
@@ -75,21 +71,19 @@ class TransformWithStateWorkload(KeyedWorkload):
             )
         )
 
-    def state_counts(self) -> dict[int, int]:
-        """Count per key as the state store holds it (the state variable, read back)."""
-        frame = (
+    def _state(self) -> Any:
+        """The state variable's rows, read back through the state data source."""
+        return (
             self.spark.read.format("statestore")
             .option("stateVarName", STATE_VARIABLE)
             .load(self.checkpoint)
         )
-        rows = frame.selectExpr("key.key AS key", "value.n AS n").collect()
+
+    def state_counts(self) -> dict[int, int]:
+        """Count per key as the state store holds it (the state variable, read back)."""
+        rows = self._state().selectExpr("key.key AS key", "value.n AS n").collect()
         return {int(r["key"]): int(r["n"]) for r in rows}
 
     def state_rows_per_bin(self) -> dict[int, int]:
-        frame = (
-            self.spark.read.format("statestore")
-            .option("stateVarName", STATE_VARIABLE)
-            .load(self.checkpoint)
-        )
-        rows = frame.groupBy("partition_id").count().collect()
+        rows = self._state().groupBy("partition_id").count().collect()
         return {int(r["partition_id"]): int(r["count"]) for r in rows}

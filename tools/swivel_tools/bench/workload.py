@@ -105,14 +105,18 @@ class KeyedWorkload:
         """Files the stopped query has processed: one per batch, batch b = file b."""
         return self.batches_done() + 1
 
-    def frame(self) -> Any:
-        from pyspark.sql import functions as F  # noqa: N812
-
-        source = (
+    def source(self) -> Any:
+        """The input files as a stream, one file per micro-batch."""
+        return (
             self.spark.readStream.schema("key long, pad int")
             .option("maxFilesPerTrigger", 1)
             .parquet(str(self.input_dir))
         )
+
+    def frame(self) -> Any:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        source = self.source()
         # payload = "x" * pad (or `pad` random letters) + the key in 12 digits; null when
         # pad < 0 (the rows after the load)
         length = max(0, self.payload_bytes - 12)
