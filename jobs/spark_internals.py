@@ -181,7 +181,8 @@ class SparkInternals:
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
     ) -> list[dict[str, Any]]:
         """Load `bins` on executor `target` at the last committed version while their owners
-        keep serving them (a Spark job on `target`; call it off the batch path)."""
+        keep serving them (on `target`'s loader thread, started and polled by short Spark jobs;
+        call it off the batch path)."""
         return self.prewarmer().prewarm(query, bins, target, host, stores=stores)
 
     def switch_prewarmed(

@@ -9,7 +9,8 @@ with `spark.jars` or attached by `StatePrewarm` to the running application when 
 is built; without it `available()` is False and callers move bins the plain way.
 
     prewarm = StatePrewarm(internals)
-    prewarm.prewarm(query, bins, target, host)   # off the batch path: a Spark job on target
+    prewarm.prewarm(query, bins, target, host)   # off the batch path: loads on target's
+                                                 # loader thread, holding no task slot
     ...                                          # the old owner keeps serving the bins
     prewarm.switch(query, bins, target, host)    # at a boundary (inside foreachBatch)
 
@@ -33,6 +34,7 @@ under which no prewarm is safe; callers then move bins the plain way.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -40,7 +42,11 @@ from swivel.jobs.jvm import jar_path
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 2
+HELPER_API = 3
+# How often a prewarm asks its target whether the background loads have finished (each ask is
+# a Spark job of one short task per bin), and how long it waits for them at most.
+PREWARM_POLL_S = 0.5
+PREWARM_TIMEOUT_S = 600.0
 RELEASED_EXECUTOR = "swivel-released"
 
 # How transformWithState(InPandas) opens its store (TransformWithStateInPySparkExec, 4.3):
@@ -164,14 +170,39 @@ class StatePrewarm:
         *,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
         version: int | None = None,
+        timeout_s: float = PREWARM_TIMEOUT_S,
     ) -> list[dict[str, Any]]:
         """Load `bins` (every store) on executor `target` at state `version` (default: the
-        last committed one) under their shadow ids. Blocks for the load: call it from a
-        thread, not from a batch. Per bin and store: `status` (`loaded`, `already-loaded`
-        when the target holds the real provider, `wrong-executor`), `load_ms`."""
+        last committed one) under their shadow ids. The loads run on the executor's loader
+        thread, not in a task: a task only starts them and the polls that follow only read
+        their answers, so the query's tasks keep every slot while a bin downloads. Blocks
+        until every load has answered: call it from a thread, not from a batch. Per bin and
+        store: `status` (`loaded`, `already-loaded` when the target holds the real
+        provider, `wrong-executor`, `failed`), `load_ms`."""
+        bins = list(bins)
         if version is None:
             version = self.committed_version(query)
-        return self._run("prewarm", query, bins, target, host=host, stores=stores, version=version)
+        started = self._run("load", query, bins, target, host=host, stores=stores, version=version)
+        waiting = {int(r["partition"]) for r in started if r.get("status") == "loading"}
+        answers = {
+            (int(r["partition"]), int(r["operator"]), str(r["store"])): r
+            for r in started
+            if r.get("status") != "loading"
+        }
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
+            time.sleep(PREWARM_POLL_S)
+            for result in self._run(
+                "poll", query, sorted(waiting), target, host=host, stores=stores
+            ):
+                if result.get("status") not in ("loading", "wrong-executor"):
+                    answers[
+                        (int(result["partition"]), int(result["operator"]), str(result["store"]))
+                    ] = result
+            waiting = {b for b in waiting if any((b, op, st) not in answers for op, st in stores)}
+        return list(answers.values())
 
     def switch(
         self,
@@ -287,7 +318,7 @@ class StatePrewarm:
         results: list[dict[str, Any]] = []
         for operator, store in stores:
             key_json, value_json, column_families = ("", "", False)
-            if action in ("prewarm", "activate"):
+            if action in ("load", "activate"):
                 key_json, value_json, column_families = self._schema(
                     helper, hadoop_conf, root, operator, store
                 )

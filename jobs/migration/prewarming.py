@@ -5,8 +5,8 @@ checkpoint (docs/migration.md, "Prewarmed moves").
 
 `PrewarmedSteps` is the BinMover's part: it decides whether a step may switch at a
 boundary, starts the next step's loads, and switches a loaded step. One `StepPrewarm` per
-step: `start()` runs the loads in a thread (Spark jobs on the
-targets, off the batch path); a boundary switches the step only once `ready`, through
+step: `start()` runs the loads in a thread, off the batch path (on
+each target's loader thread, which holds no task slot: the query keeps them all); a boundary switches the step only once `ready`, through
 `switch()` (re-point, top up to the version the next batch reads, hand the loaded copies
 over). Whatever cannot be prewarmed moves the plain way and says why: the helper jar is
 missing, the session's settings refuse it (`StatePrewarm.refusal`), or a load failed.
@@ -70,7 +70,14 @@ class StepPrewarm:
         began = time.monotonic()
         try:
             for target, bins in sorted(self._by_target().items()):
-                self.internals.prewarm(self.query, bins, target, self._host(target), self.stores())
+                results = self.internals.prewarm(
+                    self.query, bins, target, self._host(target), self.stores()
+                )
+                failed = [r for r in results if r.get("status") == "failed"]
+                if failed:  # the bins then move the plain way, and the status says why
+                    raise RuntimeError(
+                        f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
+                    )
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:

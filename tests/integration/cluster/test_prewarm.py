@@ -159,7 +159,7 @@ def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Pat
 
         # 1. Load the bin on the target while the owner serves it (off the batch path).
         loaded = internals.prewarm(query, [moved], target, hosts[target])
-        assert [r["status"] for r in loaded] == ["loaded"], loaded
+        assert [r["status"] for r in loaded] == ["loaded"], [r.get("error") for r in loaded]
         prewarm_version = int(loaded[0]["version"])
 
         # 2. The owner keeps serving it; the copy on the target survives the target's own

@@ -37,7 +37,8 @@ class PrewarmingInternals(FakeInternals):
         super().__init__(bins)
         self.jar_built = True
         self.refuses: str | None = None
-        self.load_fails = False
+        self.load_fails = False  # the load raises (the executor was lost)
+        self.load_answer = "loaded"  # what the executor's loader thread answered
         self.loads_may_finish = threading.Event()
         self.loads_may_finish.set()
         self.loaded: list[tuple[int, str]] = []  # (bin, target), in load order
@@ -56,7 +57,10 @@ class PrewarmingInternals(FakeInternals):
         if self.load_fails:
             raise RuntimeError("executor lost during the load")
         self.loaded += [(b, target) for b in bins]
-        return [{"partition": b, "status": "loaded"} for b in bins]
+        return [
+            {"partition": b, "status": self.load_answer, "error": "java.io.IOException: gone"}
+            for b in bins
+        ]
 
     def switch_prewarmed(
         self, query: Any, bins: Any, target: str, host: str, stores: Any, *, version: int
@@ -159,6 +163,22 @@ def test_a_failed_load_moves_the_step_the_plain_way() -> None:
     drive(fake, mover, batch, 3)
     assert migration.phase == "Completed" and fake.coordinator[0] == "1"
     assert fake.switched == [] and "executor lost" in migration.prewarm_fallback
+
+
+def test_a_load_the_executor_answered_as_failed_moves_the_step_the_plain_way() -> None:
+    fake = PrewarmingInternals(4)
+    fake.load_answer = "failed"
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    batch = drive(fake, mover, 0, 1)
+    until(
+        lambda: (
+            bool(mover._prewarmed._steps)
+            and all(p.ready for p, _ in mover._prewarmed._steps.values())
+        )
+    )
+    drive(fake, mover, batch, 3)
+    assert migration.phase == "Completed" and fake.coordinator[0] == "1"
+    assert fake.switched == [] and "bin 0: java.io.IOException: gone" in migration.prewarm_fallback
 
 
 def test_a_load_that_does_not_end_in_time_gives_way_and_its_copy_is_released() -> None:

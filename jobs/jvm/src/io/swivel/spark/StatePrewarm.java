@@ -31,6 +31,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -67,7 +70,7 @@ import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
   /** Bumped when the wire format of `run` changes; the Python side checks it. */
-  public static final int API = 2;
+  public static final int API = 3;
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   private static final String JOB_DESCRIPTION = "spark.job.description";
@@ -75,6 +78,25 @@ public final class StatePrewarm {
   /** Executor side: real provider id -> the provider object a prewarm loaded for it. */
   private static final ConcurrentHashMap<String, WeakReference<StateStoreProvider>> PREWARMED =
       new ConcurrentHashMap<>();
+
+  /**
+   * Executor side: the loads started by `load`, by real provider id, until `poll` has
+   * reported them and the next load, an activation or a release replaces or drops them.
+   */
+  private static final ConcurrentHashMap<String, Future<String>> LOADS =
+      new ConcurrentHashMap<>();
+
+  /**
+   * Executor side: one thread runs the background loads, one bin after another. A load that
+   * ran in its task held a task slot for the whole download (seconds from a remote store),
+   * and the query's own tasks on that executor waited for the slot; this thread only
+   * competes for the CPU it actually uses (Megaphone: migration must not stall processing).
+   */
+  private static final ExecutorService LOADER = Executors.newSingleThreadExecutor(task -> {
+    Thread thread = new Thread(task, "swivel-prewarm-loader");
+    thread.setDaemon(true);
+    return thread;
+  });
 
   private StatePrewarm() {}
 
@@ -225,8 +247,10 @@ public final class StatePrewarm {
         return out.put("status", "wrong-executor").put("wanted", spec.executorId).toString();
       }
       switch (spec.action) {
-        case "prewarm":
-          return prewarm(spec, out);
+        case "load":
+          return load(spec, out);
+        case "poll":
+          return poll(spec, out);
         case "activate":
           return activate(spec, out);
         case "probe":
@@ -259,6 +283,40 @@ public final class StatePrewarm {
     }
 
     /**
+     * Starts `prewarm` on the executor's loader thread and answers at once (`loading`, or
+     * `already-loaded` as `prewarm` says it): the task frees its slot while the bin loads.
+     */
+    private String load(Spec spec, Json out) throws Exception {
+      if (StateStore$.MODULE$.isLoaded(spec.real())) {
+        return out.put("status", "already-loaded").toString();
+      }
+      String key = spec.key();
+      Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
+          .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
+          .put("action", "prewarm");
+      LOADS.put(key, LOADER.submit(() -> {
+        try {
+          return prewarm(spec, answer);
+        } catch (Exception | LinkageError e) {
+          return answer.put("status", "failed").put("error", describe(e)).toString();
+        }
+      }));
+      return out.put("status", "loading").toString();
+    }
+
+    /** A started load's answer (as `prewarm`'s), `loading` while it runs, or `no-load`. */
+    private String poll(Spec spec, Json out) throws Exception {
+      Future<String> pending = LOADS.get(spec.key());
+      if (pending == null) {
+        return out.put("status", "no-load").toString();
+      }
+      if (!pending.isDone()) {
+        return out.put("status", "loading").toString();
+      }
+      return pending.get();
+    }
+
+    /**
      * Loads (or reuses) the provider under the shadow id at `spec.version`:
      * getStateStoreProvider reports the shadow id active here, so neither eviction path
      * touches it; getReadStore loads the version (HDFS: snapshot + deltas into loadedMaps;
@@ -284,6 +342,7 @@ public final class StatePrewarm {
     }
 
     private String activate(Spec spec, Json out) throws Exception {
+      LOADS.remove(spec.key());
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
       if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
@@ -349,6 +408,10 @@ public final class StatePrewarm {
     }
 
     private String release(Spec spec, Json out) throws Exception {
+      Future<String> pending = LOADS.remove(spec.key());
+      if (pending != null) {
+        pending.get();  // a load still running would put its copy back after the release
+      }
       StateStoreProviderId shadow = spec.shadow();
       HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
       Option<StateStoreProvider> found;
@@ -471,6 +534,16 @@ public final class StatePrewarm {
     accessor.setAccessible(true);
     return (HashMap<StateStoreProviderId, StateStoreProvider>) accessor.invoke(
         StateStore$.MODULE$);
+  }
+
+  /** An error with the frames that tell where it came from (a load has no task log). */
+  static String describe(Throwable error) {
+    StringBuilder out = new StringBuilder(String.valueOf(error));
+    StackTraceElement[] frames = error.getStackTrace();
+    for (int i = 0; i < Math.min(frames.length, 12); i++) {
+      out.append(" at ").append(frames[i]);
+    }
+    return out.toString();
   }
 
   /** A flat JSON object of strings and numbers, enough for the results. */
