@@ -44,6 +44,7 @@ from swivel.jobs.migration.state_memory import bin_state, read_state_rows
 from swivel_tools.bench import migration_figures as figures
 from swivel_tools.bench.migration_anatomy import (
     batch_anatomy,
+    batch_breakdown,
     epoch,
     moved_in,
     reload_figures,
@@ -185,9 +186,21 @@ class SizeRun:
         self.workload.wait_for_batch(start + count - 1, timeout=cfg.timeout_s)
         run = _durations(self.workload.query, start, start + count - 1)
         self.steady.append(run)
+        if not run:
+            return {"batches": [start, start + count - 1], "p50_ms": None}
+        worst = max(run, key=lambda batch: batch[1])[0]
+        query = self.workload.query
         return {
             "batches": [start, start + count - 1],
-            "p50_ms": figures.steady_p50([d for _, d, _ in run]) if run else None,
+            "p50_ms": figures.steady_p50([d for _, d, _ in run]),
+            # the slowest batch with no migration, taken apart as a strategy's worst is
+            "worst_batch": {
+                "batch": worst,
+                "stateful_stage": batch_anatomy(
+                    self.mover.internals, str(query.runId), worst, cfg.bins, set()
+                ),
+                **batch_breakdown(self.mover.internals, query, worst),
+            },
         }
 
     def measure(
@@ -252,6 +265,7 @@ class SizeRun:
                     cfg.bins,
                     {b for b in original if original[b] != target[b]},
                 ),
+                **batch_breakdown(self.mover.internals, query, spike.worst_batch),
             },
             "storage_reads": reads,
             "moved_task_extra_ms": figures.moved_task_extra(

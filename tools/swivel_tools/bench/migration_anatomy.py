@@ -134,3 +134,44 @@ def batch_anatomy(
             "gc_ms_sum": round(sum(t.get("gc_ms", 0.0) for t in own)),
         }
     return out
+
+
+def progress_of(query: Any, batch_id: int) -> dict[str, Any] | None:
+    """The query's progress report of one batch (None when it has left `recentProgress`)."""
+    for progress in query.recentProgress:
+        if int(progress["batchId"]) == batch_id:
+            return dict(progress)
+    return None
+
+
+def batch_breakdown(internals: Any, query: Any, batch_id: int) -> dict[str, Any]:
+    """Where one batch's wall time went outside its stateful stage: Spark's own phases
+    (`durationMs`: addBatch includes the sink and the boundary actions Swivel runs in
+    foreachBatch) and every Spark job that ran during the batch, of any group (the batch's
+    own stages, and the prewarm loads or switches that competed with it for task slots),
+    with its start offset from the batch's trigger and its duration."""
+    progress = progress_of(query, batch_id)
+    if progress is None:
+        return {}
+    began = epoch(str(progress["timestamp"]))
+    phases = {str(k): float(v) for k, v in (progress.get("durationMs") or {}).items()}
+    ended = began + phases.get("triggerExecution", 0.0) / 1e3
+    jobs = []
+    for job in internals._rest("/jobs"):
+        submitted = job.get("submissionTime")
+        if not submitted:
+            continue
+        start = epoch(str(submitted).replace("GMT", "+00:00"))
+        done = job.get("completionTime")
+        end = epoch(str(done).replace("GMT", "+00:00")) if done else ended
+        if end < began or start > ended:
+            continue
+        jobs.append(
+            {
+                "description": str(job.get("description") or job.get("name") or "")[:80],
+                "start_ms": round((start - began) * 1e3),
+                "ms": round((end - start) * 1e3),
+                "tasks": int(job.get("numTasks", 0)),
+            }
+        )
+    return {"duration_ms": phases, "jobs": sorted(jobs, key=lambda j: j["start_ms"])}
