@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,17 +68,22 @@ class StepPrewarm:
         return self.hosts.get(executor) or self.internals.executor_host(executor)
 
     def _load(self) -> None:
+        """Load the step's bins, then catch them up once to the version committed meanwhile:
+        a load from a remote store takes a few batches, and the switch tops a copy up
+        inside the boundary, on the batch path, so it should have one version left to read,
+        not the few the load took."""
         began = time.monotonic()
         try:
-            for target, bins in sorted(self._by_target().items()):
-                results = self.internals.prewarm(
-                    self.query, bins, target, self._host(target), self.stores()
-                )
-                failed = [r for r in results if r.get("status") == "failed"]
-                if failed:  # the bins then move the plain way, and the status says why
-                    raise RuntimeError(
-                        f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
+            for _catch_up in range(2):
+                for target, bins in sorted(self._by_target().items()):
+                    results = self.internals.prewarm(
+                        self.query, bins, target, self._host(target), self.stores()
                     )
+                    failed = [r for r in results if r.get("status") == "failed"]
+                    if failed:  # the bins then move the plain way, and the status says why
+                        raise RuntimeError(
+                            f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
+                        )
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:
@@ -86,17 +92,30 @@ class StepPrewarm:
 
     def switch(self, batch_id: int) -> dict[int, str]:
         """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded
-        copy, topped up to version `batch_id + 1` (the one the next batch reads). Returns
-        the activation status per bin (`activated`; `no-shadow`: it reloads as without)."""
+        copy, topped up to version `batch_id + 1` (the one the next batch reads). The
+        targets switch at once, one thread each: the boundary is on the batch path, and one
+        target's top-up need not wait for another's. Returns the activation status per bin
+        (`activated`; `no-shadow`: it reloads as without)."""
+        targets = sorted(self._by_target().items())
+        with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
+            answers = pool.map(
+                lambda item: self.internals.switch_prewarmed(
+                    self.query,
+                    item[1],
+                    item[0],
+                    self._host(item[0]),
+                    self.stores(),
+                    version=batch_id + 1,
+                ),
+                targets,
+            )
+            results = [result for answer in answers for result in answer]
         statuses: dict[int, str] = {}
-        for target, bins in sorted(self._by_target().items()):
-            for result in self.internals.switch_prewarmed(
-                self.query, bins, target, self._host(target), self.stores(), version=batch_id + 1
-            ):
-                bin_id = int(result["partition"])
-                # several stores per bin: the weakest answer counts
-                if statuses.get(bin_id, "activated") == "activated":
-                    statuses[bin_id] = str(result.get("status"))
+        for result in results:
+            bin_id = int(result["partition"])
+            # several stores per bin: the weakest answer counts
+            if statuses.get(bin_id, "activated") == "activated":
+                statuses[bin_id] = str(result.get("status"))
         return statuses
 
     def release(self) -> None:

@@ -103,7 +103,8 @@ def test_a_step_switches_only_after_its_bins_are_loaded_and_reads_the_next_versi
     batch = drive(fake, mover, 0, 3)  # the load is still running: nothing switches
     assert migration.step == 0 and fake.coordinator[0] == "0" and fake.switched == []
     fake.loads_may_finish.set()
-    until(lambda: fake.loaded == [(0, "1")])
+    until(lambda: fake.loaded == [(0, "1"), (0, "1")])  # loaded, then caught up once
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
     batch = drive(fake, mover, batch, 1)
     assert fake.switched == [(0, batch + 1)]  # topped up to what batch + 1 reads
     drive(fake, mover, batch, 2)
