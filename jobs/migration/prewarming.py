@@ -68,22 +68,26 @@ class StepPrewarm:
         return self.hosts.get(executor) or self.internals.executor_host(executor)
 
     def _load(self) -> None:
-        """Load the step's bins, then catch them up once to the version committed meanwhile:
-        a load from a remote store takes a few batches, and the switch tops a copy up
-        inside the boundary, on the batch path, so it should have one version left to read,
-        not the few the load took."""
+        """Load the step's bins on all its targets at once (each target's loads run on its
+        own loader thread), and wait for every answer."""
         began = time.monotonic()
+        targets = sorted(self._by_target().items())
         try:
-            for _catch_up in range(2):
-                for target, bins in sorted(self._by_target().items()):
-                    results = self.internals.prewarm(
-                        self.query, bins, target, self._host(target), self.stores()
+            with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
+                answers = list(
+                    pool.map(
+                        lambda item: self.internals.prewarm(
+                            self.query, item[1], item[0], self._host(item[0]), self.stores()
+                        ),
+                        targets,
                     )
-                    failed = [r for r in results if r.get("status") == "failed"]
-                    if failed:  # the bins then move the plain way, and the status says why
-                        raise RuntimeError(
-                            f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
-                        )
+                )
+            for results in answers:
+                failed = [r for r in results if r.get("status") == "failed"]
+                if failed:  # the bins then move the plain way, and the status says why
+                    raise RuntimeError(
+                        f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
+                    )
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:
