@@ -193,6 +193,9 @@ class SizeRun:
         return {
             "batches": [start, start + count - 1],
             "p50_ms": figures.steady_p50([d for _, d, _ in run]),
+            # every batch's ms: are the query's own slow batches periodic (a state snapshot
+            # every `snapshot_every` versions)?
+            "batch_ms": [[batch, ms] for batch, ms, _ in run],
             # the slowest batch with no migration, taken apart as a strategy's worst is
             "worst_batch": {
                 "batch": worst,
