@@ -240,7 +240,7 @@ class LocalCluster:
     def alive_workers(self) -> int:
         try:
             state = self.master_state()
-        except OSError:
+        except (OSError, ValueError):  # not up yet; a starting UI can answer 200 with no body
             return 0
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
