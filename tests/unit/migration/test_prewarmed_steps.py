@@ -10,6 +10,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from swivel.controllers.migration import Strategy, plan_migration
 from swivel.jobs.migration.executor import BinMover
 from tests.unit.migration.test_executor import FakeInternals, FakeQuery, drive
@@ -151,9 +153,16 @@ def test_without_the_helper_jar_bins_move_the_plain_way() -> None:
     assert "helper jar" in migration.prewarm_fallback
 
 
-def test_a_failed_load_moves_the_step_the_plain_way() -> None:
+@pytest.mark.parametrize(
+    ("switch", "reason"),
+    [
+        ("load_fails", "executor lost"),  # the load raised: the executor was lost
+        ("load_answer", "bin 0: java.io.IOException: gone"),  # its loader thread failed
+    ],
+)
+def test_a_failed_load_moves_the_step_the_plain_way_and_says_why(switch: str, reason: str) -> None:
     fake = PrewarmingInternals(4)
-    fake.load_fails = True
+    setattr(fake, switch, True if switch == "load_fails" else "failed")
     mover, migration = prewarmed_move_of_bin_0(fake)
     batch = drive(fake, mover, 0, 1)
     until(
@@ -164,23 +173,7 @@ def test_a_failed_load_moves_the_step_the_plain_way() -> None:
     )
     drive(fake, mover, batch, 3)
     assert migration.phase == "Completed" and fake.coordinator[0] == "1"
-    assert fake.switched == [] and "executor lost" in migration.prewarm_fallback
-
-
-def test_a_load_the_executor_answered_as_failed_moves_the_step_the_plain_way() -> None:
-    fake = PrewarmingInternals(4)
-    fake.load_answer = "failed"
-    mover, migration = prewarmed_move_of_bin_0(fake)
-    batch = drive(fake, mover, 0, 1)
-    until(
-        lambda: (
-            bool(mover._prewarmed._steps)
-            and all(p.ready for p, _ in mover._prewarmed._steps.values())
-        )
-    )
-    drive(fake, mover, batch, 3)
-    assert migration.phase == "Completed" and fake.coordinator[0] == "1"
-    assert fake.switched == [] and "bin 0: java.io.IOException: gone" in migration.prewarm_fallback
+    assert fake.switched == [] and reason in migration.prewarm_fallback
 
 
 def test_a_load_that_does_not_end_in_time_gives_way_and_its_copy_is_released() -> None:
