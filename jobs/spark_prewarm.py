@@ -46,7 +46,8 @@ HELPER_API = 3
 # How often a prewarm asks its target whether the background loads have finished (each ask is
 # a Spark job of one short task per bin), and how long it waits for them at most.
 PREWARM_POLL_S = 0.5
-PREWARM_TIMEOUT_S = 600.0
+PREWARM_TIMEOUT_S = 180.0
+PREWARM_LOST_ROUNDS = 20  # polls in a row that no task of reached the target: it is gone
 RELEASED_EXECUTOR = "swivel-released"
 
 # How transformWithState(InPandas) opens its store (TransformWithStateInPySparkExec, 4.3):
@@ -176,31 +177,33 @@ class StatePrewarm:
         last committed one) under their shadow ids. The loads run on the executor's loader
         thread, not in a task: a task only starts them and the polls that follow only read
         their answers, so the query's tasks keep every slot while a bin downloads. Blocks
-        until every load has answered: call it from a thread, not from a batch. Per bin and
-        store: `status` (`loaded`, `already-loaded` when the target holds the real
-        provider, `wrong-executor`, `failed`), `load_ms`."""
+        until every load has answered (call it from a thread, not from a batch); raises
+        when they have not after `timeout_s`, or when no poll reaches `target` for
+        `PREWARM_LOST_ROUNDS` rounds (the executor is gone). Per bin and store: `status`
+        (`loaded`, `already-loaded` when the target holds the real provider,
+        `wrong-executor`, `failed`, `no-load` when the target lost the load), `load_ms`."""
         bins = list(bins)
         if version is None:
             version = self.committed_version(query)
         started = self._run("load", query, bins, target, host=host, stores=stores, version=version)
+        answers = {_store_key(r): r for r in started if r.get("status") != "loading"}
         waiting = {int(r["partition"]) for r in started if r.get("status") == "loading"}
-        answers = {
-            (int(r["partition"]), int(r["operator"]), str(r["store"])): r
-            for r in started
-            if r.get("status") != "loading"
-        }
         deadline = time.monotonic() + timeout_s
+        unreached = 0  # poll rounds in a row that no task of reached `target`
         while waiting:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
             time.sleep(PREWARM_POLL_S)
-            for result in self._run(
-                "poll", query, sorted(waiting), target, host=host, stores=stores
-            ):
-                if result.get("status") not in ("loading", "wrong-executor"):
-                    answers[
-                        (int(result["partition"]), int(result["operator"]), str(result["store"]))
-                    ] = result
+            polled = self._run("poll", query, sorted(waiting), target, host=host, stores=stores)
+            reached = [r for r in polled if r.get("status") != "wrong-executor"]
+            unreached = 0 if reached else unreached + 1
+            if unreached >= PREWARM_LOST_ROUNDS:
+                raise RuntimeError(f"executor {target} answered no poll in {unreached} rounds")
+            for result in reached:
+                # a store answered earlier keeps that answer (a later poll could only repeat
+                # it, or answer `no-load` once an activation dropped the record)
+                if result.get("status") != "loading":
+                    answers.setdefault(_store_key(result), result)
             waiting = {b for b in waiting if any((b, op, st) not in answers for op, st in stores)}
         return list(answers.values())
 
@@ -355,3 +358,8 @@ class StatePrewarm:
                 store_id = state.StateStoreId(root, operator, bin_id, store)
                 shadow = state.StateStoreProviderId(store_id, run_uuid)
                 self.internals._report_active(shadow, host, RELEASED_EXECUTOR)
+
+
+def _store_key(result: dict[str, Any]) -> tuple[int, int, str]:
+    """(bin, operator, store) of one answer."""
+    return int(result["partition"]), int(result["operator"]), str(result["store"])

@@ -191,6 +191,7 @@ class PrewarmedSteps:
         prewarm = pending[0]
         if prewarm.error is not None:
             migration.prewarm_fallback = prewarm.error
+            release_when_loaded(prewarm)  # the bins that did load must not stay loaded
             return set()
         try:
             statuses = prewarm.switch(batch_id)

@@ -174,6 +174,7 @@ def test_a_failed_load_moves_the_step_the_plain_way_and_says_why(switch: str, re
     drive(fake, mover, batch, 3)
     assert migration.phase == "Completed" and fake.coordinator[0] == "1"
     assert fake.switched == [] and reason in migration.prewarm_fallback
+    until(lambda: fake.released == [0])  # whatever did load is dropped, not left loaded
 
 
 def test_a_load_that_does_not_end_in_time_gives_way_and_its_copy_is_released() -> None:

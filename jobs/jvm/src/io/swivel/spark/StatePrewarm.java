@@ -29,11 +29,14 @@ import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -97,6 +100,12 @@ public final class StatePrewarm {
     thread.setDaemon(true);
     return thread;
   });
+
+  /** Executor side: the keys whose load the loader thread is running now. */
+  private static final Set<String> RUNNING = ConcurrentHashMap.newKeySet();
+
+  /** How long a release waits for a load of its bin that is running on the loader thread. */
+  private static final long RELEASE_WAIT_S = 60;
 
   private StatePrewarm() {}
 
@@ -188,7 +197,7 @@ public final class StatePrewarm {
   }
 
   /**
-   * Runs `action` (prewarm | activate | probe | release) for each `targets` entry
+   * Runs `action` (load | poll | activate | probe | release) for each `targets` entry
    * "partition\texecutorId\thost", one task per entry preferring exactly that executor
    * (ExecutorCacheTaskLocation); a task that lands elsewhere does nothing and says so.
    * Returns one JSON object per entry. Blocks until the job ends. For `activate`, a
@@ -287,20 +296,29 @@ public final class StatePrewarm {
      * `already-loaded` as `prewarm` says it): the task frees its slot while the bin loads.
      */
     private String load(Spec spec, Json out) throws Exception {
+      String key = spec.key();
       if (StateStore$.MODULE$.isLoaded(spec.real())) {
+        LOADS.remove(key);  // a poll must not answer with an earlier step's load of the bin
         return out.put("status", "already-loaded").toString();
       }
-      String key = spec.key();
       Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
           .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
           .put("action", "prewarm");
-      LOADS.put(key, LOADER.submit(() -> {
+      FutureTask<String> task = new FutureTask<>(() -> {
+        RUNNING.add(key);
         try {
+          if (LOADS.get(key) == null) {  // released while it waited in the queue
+            return answer.put("status", "released").toString();
+          }
           return prewarm(spec, answer);
-        } catch (Exception | LinkageError e) {
+        } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
           return answer.put("status", "failed").put("error", describe(e)).toString();
+        } finally {
+          RUNNING.remove(key);
         }
-      }));
+      });
+      LOADS.put(key, task);  // recorded before it can run: it looks itself up
+      LOADER.execute(task);
       return out.put("status", "loading").toString();
     }
 
@@ -409,8 +427,10 @@ public final class StatePrewarm {
 
     private String release(Spec spec, Json out) throws Exception {
       Future<String> pending = LOADS.remove(spec.key());
-      if (pending != null) {
-        pending.get();  // a load still running would put its copy back after the release
+      if (pending != null && RUNNING.contains(spec.key())) {
+        // a running load would put its copy back after the release (a queued one now finds
+        // its record gone and loads nothing)
+        pending.get(RELEASE_WAIT_S, TimeUnit.SECONDS);
       }
       StateStoreProviderId shadow = spec.shadow();
       HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
