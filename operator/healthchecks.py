@@ -74,8 +74,19 @@ def judge(observation: JobObservation) -> Verdict:
     if not o.health.ready:
         message = o.health.message or "waiting for the driver's first batch"
         return Verdict(JobPhase.STARTING, False, False, "DriverStarting", message)
+    unready = _unready_containers(pod)
+    if unready:  # Ready means what `kubectl get pod` shows too: every container ready
+        message = f"driver containers not ready yet: {', '.join(unready)}"
+        return Verdict(JobPhase.STARTING, False, False, "ContainersNotReady", message)
     phase = JobPhase.RECONFIGURING if o.reconfiguring else JobPhase.RUNNING
     return Verdict(phase, True, False, "Running", "the query runs and the agent is ready")
+
+
+def _unready_containers(pod: Mapping[str, Any]) -> list[str]:
+    """The driver pod's containers its kubelet does not report ready (by readiness probe):
+    the agent can answer the operator before the kubelet's probe has seen it."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return sorted(str(c.get("name")) for c in statuses if not c.get("ready", True))
 
 
 def _crash(pod: Mapping[str, Any]) -> str | None:

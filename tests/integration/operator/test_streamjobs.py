@@ -166,3 +166,43 @@ def test_a_restart_class_edit_of_a_memory_sink_job_is_refused_visibly(harness: H
     kept = _child(h, "v1", "pods", "fraud-detection-driver")
     assert kept["metadata"]["uid"] == pod["metadata"]["uid"]  # never replaced
     assert not kept["metadata"].get("deletionTimestamp")
+
+
+def test_ready_waits_for_every_driver_container_the_kubelet_reports(harness: Harness) -> None:
+    """The agent can answer the operator before the kubelet's readiness probe has seen it:
+    Ready must not run ahead of the pod's own containers (`kubectl get pod` 1/2)."""
+    h = harness
+    h.job()
+    h.run_driver()
+
+    def containers(agent_ready: bool) -> None:
+        statuses = [
+            {"name": name, "ready": ready, "restartCount": 0, "state": {"running": {}}}
+            | {"image": "swivel:dev", "imageID": "swivel:dev"}
+            for name, ready in (("spark", True), ("agent", agent_ready))
+        ]
+        h.core.patch_namespaced_pod_status(
+            "fraud-detection-driver",
+            h.namespace,
+            {"status": {"phase": "Running", "containerStatuses": statuses}},
+        )
+
+    containers(agent_ready=False)
+    waiting = wait_for(
+        lambda: (
+            (c := h.condition("streamjobs", "fraud-detection", "Ready"))
+            and c["reason"] == "ContainersNotReady"
+            and c
+        ),
+        10,
+        "ContainersNotReady while the kubelet has not seen the agent ready",
+    )
+    assert waiting["status"] == "False" and "agent" in waiting["message"]
+    containers(agent_ready=True)
+    wait_for(
+        lambda: (
+            (h.condition("streamjobs", "fraud-detection", "Ready") or {}).get("status") == "True"
+        ),
+        10,
+        "Ready once every container is",
+    )
