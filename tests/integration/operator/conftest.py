@@ -163,6 +163,17 @@ class Harness:
                 return found
         return None
 
+    def await_reason(
+        self, plural: str, name: str, type_: str, reason: str, timeout: float = 10
+    ) -> dict[str, Any]:
+        """The condition `type_` of `name` once its reason is `reason`."""
+        found: dict[str, Any] = wait_for(
+            lambda: (c := self.condition(plural, name, type_)) and c["reason"] == reason and c,
+            timeout,
+            f"{plural}/{name} {type_} {reason}",
+        )
+        return found
+
     def job(self, name: str = "fraud-detection") -> dict[str, Any]:
         body = self.example("streamjob.yaml")
         body["metadata"] = {"name": name}

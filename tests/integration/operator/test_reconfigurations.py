@@ -87,15 +87,7 @@ def test_an_invalid_reconfiguration_fails_naming_the_field_and_touches_nothing(
 def test_a_reconfiguration_for_a_missing_job_waits_visibly_then_runs(harness: Harness) -> None:
     h = harness
     _recon(h, "early")
-    waiting = wait_for(
-        lambda: (
-            (c := h.condition("reconfigurations", "early", "Succeeded"))
-            and c["reason"] == "JobNotFound"
-            and c
-        ),
-        10,
-        "JobNotFound",
-    )
+    waiting = h.await_reason("reconfigurations", "early", "Succeeded", "JobNotFound")
     assert waiting["status"] == "Unknown"
     assert h.phase("reconfigurations", "early") == "Pending"
     h.job()

@@ -188,15 +188,7 @@ def test_ready_waits_for_every_driver_container_the_kubelet_reports(harness: Har
         )
 
     containers(agent_ready=False)
-    waiting = wait_for(
-        lambda: (
-            (c := h.condition("streamjobs", "fraud-detection", "Ready"))
-            and c["reason"] == "ContainersNotReady"
-            and c
-        ),
-        10,
-        "ContainersNotReady while the kubelet has not seen the agent ready",
-    )
+    waiting = h.await_reason("streamjobs", "fraud-detection", "Ready", "ContainersNotReady")
     assert waiting["status"] == "False" and "agent" in waiting["message"]
     containers(agent_ready=True)
     wait_for(
