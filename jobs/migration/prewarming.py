@@ -5,9 +5,9 @@ checkpoint (docs/migration.md, "Prewarmed moves").
 
 `PrewarmedSteps` is the BinMover's part: it decides whether a step may switch at a
 boundary, starts the next step's loads, and switches a loaded step. One `StepPrewarm` per
-step: `start()` runs the loads in a thread, off the batch path (on
-each target's loader thread, which holds no task slot: the query keeps them all); a boundary switches the step only once `ready`, through
-`switch()` (re-point, top up to the version the next batch reads, hand the loaded copies
+step: `start()` runs the loads in a thread, off the batch path (on each target's loader
+thread, which holds no task slot: the query keeps them all); a boundary switches the step
+only once `ready`, through `switch()` (re-point, top up to the version the next batch reads, hand the loaded copies
 over). Whatever cannot be prewarmed moves the plain way and says why: the helper jar is
 missing, the session's settings refuse it (`StatePrewarm.refusal`), or a load failed.
 Nothing here decides *what* moves: the plan does.
@@ -64,6 +64,15 @@ class StepPrewarm:
             grouped.setdefault(move.target, []).append(move.bin)
         return grouped
 
+    def _on_targets(
+        self, call: Callable[[str, list[int]], list[dict[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """`call(target, bins)` for every target of the step at once, one thread each (each
+        target's work runs on its own executor), in target order."""
+        targets = sorted(self._by_target().items())
+        with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
+            return list(pool.map(lambda item: call(*item), targets))
+
     def _host(self, executor: str) -> str:
         return self.hosts.get(executor) or self.internals.executor_host(executor)
 
@@ -71,17 +80,12 @@ class StepPrewarm:
         """Load the step's bins on all its targets at once (each target's loads run on its
         own loader thread), and wait for every answer."""
         began = time.monotonic()
-        targets = sorted(self._by_target().items())
         try:
-            with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
-                answers = list(
-                    pool.map(
-                        lambda item: self.internals.prewarm(
-                            self.query, item[1], item[0], self._host(item[0]), self.stores()
-                        ),
-                        targets,
-                    )
+            answers = self._on_targets(
+                lambda target, bins: self.internals.prewarm(
+                    self.query, bins, target, self._host(target), self.stores()
                 )
+            )
             for results in answers:
                 failed = [r for r in results if r.get("status") == "failed"]
                 if failed:  # the bins then move the plain way, and the status says why
@@ -100,20 +104,12 @@ class StepPrewarm:
         targets switch at once, one thread each: the boundary is on the batch path, and one
         target's top-up need not wait for another's. Returns the activation status per bin
         (`activated`; `no-shadow`: it reloads as without)."""
-        targets = sorted(self._by_target().items())
-        with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
-            answers = pool.map(
-                lambda item: self.internals.switch_prewarmed(
-                    self.query,
-                    item[1],
-                    item[0],
-                    self._host(item[0]),
-                    self.stores(),
-                    version=batch_id + 1,
-                ),
-                targets,
+        answers = self._on_targets(
+            lambda target, bins: self.internals.switch_prewarmed(
+                self.query, bins, target, self._host(target), self.stores(), version=batch_id + 1
             )
-            results = [result for answer in answers for result in answer]
+        )
+        results = [result for answer in answers for result in answer]
         statuses: dict[int, str] = {}
         for result in results:
             bin_id = int(result["partition"])

@@ -67,9 +67,12 @@ def task_times(
 
 
 def epoch(timestamp: str) -> float:
+    """Seconds since the epoch of a progress timestamp (`...Z`) or a status REST API one
+    (`...GMT`)."""
     from datetime import datetime
 
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    utc = str(timestamp).replace("Z", "+00:00").replace("GMT", "+00:00")
+    return datetime.fromisoformat(utc).timestamp()
 
 
 def stateful_tasks(internals: Any, run_id: str, batch_id: int, bins: int) -> list[dict[str, Any]]:
@@ -94,7 +97,7 @@ def stateful_tasks(internals: Any, run_id: str, batch_id: int, bins: int) -> lis
                 {
                     "bin": int(t["index"]),
                     "executor": str(t["executorId"]),
-                    "launch": epoch(str(t["launchTime"]).replace("GMT", "+00:00")),
+                    "launch": epoch(t["launchTime"]),
                     "ms": float(t.get("duration", 0)),
                     "gc_ms": float((t.get("taskMetrics") or {}).get("jvmGcTime", 0)),
                 }
@@ -153,7 +156,7 @@ def batch_breakdown(internals: Any, query: Any, batch_id: int) -> dict[str, Any]
     progress = progress_of(query, batch_id)
     if progress is None:
         return {}
-    began = epoch(str(progress["timestamp"]))
+    began = epoch(progress["timestamp"])
     phases = {str(k): float(v) for k, v in (progress.get("durationMs") or {}).items()}
     ended = began + phases.get("triggerExecution", 0.0) / 1e3
     jobs = []
@@ -161,9 +164,9 @@ def batch_breakdown(internals: Any, query: Any, batch_id: int) -> dict[str, Any]
         submitted = job.get("submissionTime")
         if not submitted:
             continue
-        start = epoch(str(submitted).replace("GMT", "+00:00"))
+        start = epoch(submitted)
         done = job.get("completionTime")
-        end = epoch(str(done).replace("GMT", "+00:00")) if done else ended
+        end = epoch(done) if done else ended
         if end < began or start > ended:
             continue
         jobs.append(
