@@ -34,6 +34,7 @@ from swivel.jobs.control.connection import get_json
 
 if TYPE_CHECKING:
     from swivel.jobs.spark_prewarm import StatePrewarm
+    from swivel.jobs.spark_snapshot_phases import SnapshotPhases
 
 SUPPORTED = ("4.3.",)
 STORE_DEFAULT = "default"
@@ -198,6 +199,15 @@ class SparkInternals:
         """At a boundary: `set_location` for `bins` and hand the prewarmed copies to them
         (topped up to `version`, the one the next batch reads, on RocksDB)."""
         return self.prewarmer().switch(query, bins, target, host, stores=stores, version=version)
+
+    # -- staggered RocksDB snapshots (jobs/spark_snapshot_phases.py) -----------------------
+
+    def snapshot_phases(self) -> SnapshotPhases:
+        if getattr(self, "_snapshot_phases", None) is None:
+            from swivel.jobs.spark_snapshot_phases import SnapshotPhases
+
+            self._snapshot_phases = SnapshotPhases(self)
+        return self._snapshot_phases
 
     # -- locality wait ------------------------------------------------------------------
 

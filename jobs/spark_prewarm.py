@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from swivel.jobs.jvm import jar_path
+from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
@@ -83,9 +83,9 @@ REFUSING_SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
 }
 
 
-class PrewarmUnavailableError(RuntimeError):
-    """The helper class is not on the driver's classpath (jar not built or not in
-    `spark.jars`), or it speaks another API version."""
+class PrewarmUnavailableError(HelperUnavailableError):
+    """The prewarm helper is not loadable (jar not built or not in `spark.jars`), or it
+    speaks another API version."""
 
 
 class StatePrewarm:
@@ -95,52 +95,11 @@ class StatePrewarm:
         self.internals = internals
         self._jvm = internals._jvm
         self._schemas: dict[tuple[str, int, str], tuple[str, str, bool]] = {}
-        self._loader: Any = None  # the session's jar class loader, once the jar is attached
 
     # -- availability ---------------------------------------------------------------------
 
-    def _loadable(self) -> bool:
-        try:
-            self._jvm.java.lang.Class.forName(
-                HELPER_CLASS,
-                True,
-                self._jvm.java.lang.Thread.currentThread().getContextClassLoader(),
-            )
-        except Exception:
-            return False
-        return True
-
-    def _attach(self) -> None:
-        """Add the built jar to the running application, as `ADD JAR` does: the executors
-        fetch it with their next task (`SparkContext.addJar`), the driver loads it through
-        the session's jar class loader. Needed when the session was created without it in
-        `spark.jars`, or after the driver JVM was started by an earlier session of this
-        process (its class path is fixed at launch)."""
-        jar = jar_path()
-        if jar is None:
-            raise PrewarmUnavailableError(
-                f"{HELPER_CLASS} is not on the driver's class path and the jar is not built "
-                "(python -m swivel.jobs.jvm.build; it needs a JDK)"
-            )
-        loader = self.internals.spark._jsparkSession.sharedState().jarClassLoader()
-        loader.addURL(self._jvm.java.io.File(str(jar)).toURI().toURL())
-        self.internals.sc._jsc.sc().addJar(str(jar))
-        self._loader = loader
-
     def _helper(self) -> Any:
-        """The helper class, loadable from this thread's JVM thread (py4j resolves classes
-        through the calling thread's context class loader)."""
-        if self._loader is not None:
-            self._jvm.java.lang.Thread.currentThread().setContextClassLoader(self._loader)
-        if not self._loadable():
-            self._attach()
-            self._jvm.java.lang.Thread.currentThread().setContextClassLoader(self._loader)
-            if not self._loadable():
-                raise PrewarmUnavailableError(f"{HELPER_CLASS} is not loadable after attaching")
-        helper = self._jvm.io.swivel.spark.StatePrewarm
-        if int(helper.api()) != HELPER_API:
-            raise PrewarmUnavailableError(f"{HELPER_CLASS} API {helper.api()}, want {HELPER_API}")
-        return helper
+        return helper_class(self.internals, HELPER_CLASS, HELPER_API, PrewarmUnavailableError)
 
     def refusal(self, query: Any) -> str | None:
         """Why no bin of `query` may be prewarmed under its session's settings, or None."""

@@ -56,6 +56,7 @@ from swivel.controllers.resuming import StalePlanError, steps_already_done
 from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
 from swivel.jobs.migration.prewarming import PrewarmedSteps
+from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -87,6 +88,7 @@ class BinMover:
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
         self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
+        self.snapshots = StaggeredSnapshots(self.internals)  # off the batch path
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
         self.history: list[Migration] = []
@@ -112,6 +114,7 @@ class BinMover:
         with self._lock:
             self.query = query
             self._stores = None
+            self.snapshots.attach(query)
 
     def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         """A `foreachBatch` function: the user's write, then the boundary hook."""
@@ -206,6 +209,9 @@ class BinMover:
         """Batch `batch_id`'s stateful tasks are done and the next batch's not started."""
         with self._lock:
             self.last_boundary = batch_id
+            self.snapshots.boundary(
+                batch_id, migrating=self._active is not None or bool(self._queue)
+            )
             if self._watch_batches and self.verify_async:
                 self._verify.put(batch_id)
             elif self._watch_batches:

@@ -22,6 +22,13 @@ class FakeQuery:
     runId = "run-1"  # noqa: N815 - Spark's attribute name
 
 
+class NoSnapshotPhases:
+    """The simulated query's stores snapshot in maintenance: no staggering pass runs."""
+
+    def applies(self, query: Any) -> str | None:
+        return "the simulated stores snapshot in maintenance"
+
+
 class FakeInternals:
     def __init__(self, bins: int, executors: tuple[str, ...] = ("0", "1")) -> None:
         self.alive = list(executors)
@@ -57,6 +64,9 @@ class FakeInternals:
 
     def batch_tasks_all(self, run_id: str, batch_id: int, partitions: int) -> list[TaskRun]:
         return self.runs.get(batch_id, [])
+
+    def snapshot_phases(self) -> NoSnapshotPhases:
+        return NoSnapshotPhases()
 
     # -- the simulated batch
     def run_batch(self, batch_id: int, elsewhere: dict[int, str] | None = None) -> None:

@@ -159,6 +159,13 @@ class SizeRun:
         self.workload.stop()
         rows_after = sum(self.workload.state_rows_per_bin().values())
         mismatched = self.workload.count_mismatches(self.workload.processed_files())
+        staggering = self.mover.snapshots
+        phases = {
+            "passes": staggering.passes,
+            "last": asdict(staggering.report) if staggering.report else None,
+            "reason": staggering.reason,
+            "error": staggering.error,
+        }
         self.mover.close()
         steady = [r["steady_p50_ms"] for r in results.values() if r]
         return {
@@ -170,6 +177,7 @@ class SizeRun:
             "counts_match_reference": mismatched == 0,
             "moved": {"bins": moving, "from_to": {b: [original[b], target[b]] for b in moving}},
             "steady_run": steady_run,
+            "snapshot_phases": phases,
         }
 
     def record_steady_run(self) -> dict[str, Any]:
@@ -380,7 +388,7 @@ def _keep_size_result(root: Path, size: dict[str, Any]) -> None:
 
 
 def _size_extras(size: dict[str, Any]) -> dict[str, Any]:
-    keep = ("steady_p50_ms", "state_rows", "state_bytes", "moved", "steady_run")
+    keep = ("steady_p50_ms", "state_rows", "state_bytes", "moved", "steady_run", "snapshot_phases")
     return {k: size[k] for k in keep}
 
 

@@ -1,0 +1,114 @@
+"""Staggered RocksDB snapshots: each bin takes its snapshot in its own phase of the
+snapshot interval, so no batch pays every bin's snapshot at once (docs/migration.md,
+"Staggered snapshots").
+
+Part of the Spark adapter (`SparkInternals`, Spark 4.3.x). The work on the executors is
+done by `io.swivel.spark.SnapshotPhases` (jobs/jvm/src/..., in the helper jar); without the
+jar `offset()` reports it unavailable and the query snapshots as Spark schedules it.
+
+    phases = SnapshotPhases(internals)
+    if phases.applies(query) is None:
+        report = phases.offset(query)   # at a boundary: one short task per executor
+
+Only a RocksDB store with changelog checkpointing snapshots on Spark's schedule inside its
+task (every `minDeltasForSnapshot` versions; without changelogs it uploads every version).
+The HDFS-backed store writes its snapshots in the executors' maintenance thread, off the
+batch path, so it needs none of this.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
+from swivel.jobs.spark_internals import SparkInternals
+
+HELPER_CLASS = "io.swivel.spark.SnapshotPhases"
+HELPER_API = 1
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+EVERY_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+SPARK_DEFAULT_EVERY = 10
+
+
+@dataclass
+class PhaseReport:
+    """What one pass did: per executor, the query's RocksDB stores it holds, how many were
+    moved into their phase now and how many already were; `missed` names the executors whose
+    task ran elsewhere (their stores are left for the next pass)."""
+
+    every: int
+    stores: int = 0
+    offset: int = 0
+    in_phase: int = 0
+    missed: list[str] = field(default_factory=list)
+
+
+class SnapshotPhases:
+    """Bound to one SparkInternals (its session and version check)."""
+
+    def __init__(self, internals: SparkInternals) -> None:
+        self.internals = internals
+
+    def applies(self, query: Any) -> str | None:
+        """None when `query`'s stores snapshot inside their tasks on Spark's schedule;
+        otherwise why staggering has nothing to do."""
+        conf = _session(self.internals, query).conf()
+        provider = _setting(conf, PROVIDER_KEY)
+        if provider != ROCKSDB_PROVIDER:
+            return f"{PROVIDER_KEY}={provider or '(HDFS-backed)'}: snapshots in maintenance"
+        if _setting(conf, CHANGELOG_KEY).lower() != "true":
+            return f"{CHANGELOG_KEY} is off: every version uploads a snapshot"
+        if self.every(query) < 2:
+            return f"{EVERY_KEY}={self.every(query)}: a snapshot every version"
+        return None
+
+    def every(self, query: Any) -> int:
+        """The query's snapshot interval in versions (`minDeltasForSnapshot`)."""
+        value = _setting(_session(self.internals, query).conf(), EVERY_KEY)
+        return int(value) if value.strip().isdigit() else SPARK_DEFAULT_EVERY
+
+    def offset(self, query: Any) -> PhaseReport:
+        """Move every RocksDB store of `query` loaded on an active executor into its phase
+        (`partition % every`). Call at a boundary; raises HelperUnavailableError without the
+        helper jar."""
+        helper = helper_class(self.internals, HELPER_CLASS, HELPER_API)
+        every = self.every(query)
+        if str(self.internals.sc.master).startswith("local"):
+            # local mode: the stores live in the driver's JVM, its executor "driver" on
+            # "localhost" (LocalSchedulerBackend), and there may be no UI to ask
+            executors = ["driver\tlocalhost"]
+        else:
+            executors = [f"{e.id}\t{e.host}" for e in self.internals.executors() if e.active]
+        report = PhaseReport(every=every)
+        if not executors:
+            return report
+        answers = helper.run(
+            self.internals.sc._jsc.sc(), executors, self.internals.state_root(query), every
+        )
+        for text in answers:
+            answer = json.loads(str(text))
+            if answer.get("status") != "done":
+                report.missed.append(str(answer.get("wanted", answer.get("executor"))))
+                continue
+            report.stores += int(answer["stores"])
+            report.offset += int(answer["offset"])
+            report.in_phase += int(answer["in_phase"])
+        return report
+
+
+def _session(internals: SparkInternals, query: Any) -> Any:
+    """The query's own session: its SQL conf carries the checkpoint's store settings."""
+    execution = query._jsq.streamingQuery().lastExecution()
+    return execution.sparkSession() if execution is not None else internals.spark._jsparkSession
+
+
+def _setting(conf: Any, key: str) -> str:
+    found = conf.getOption(key)
+    return str(found.get()) if found.isDefined() else ""
+
+
+__all__ = ["HelperUnavailableError", "PhaseReport", "SnapshotPhases"]
