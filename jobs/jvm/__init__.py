@@ -2,8 +2,9 @@
 the JDK on the machine into `swivel-spark.jar` beside this file: by `make setup`, by the
 Dockerfile's build stage, or by hand with `python -m swivel.jobs.jvm.build`.
 
-Only the prewarmed migration uses it (`jobs/spark_prewarm.py`, docs/migration.md
-"Prewarmed moves: what Spark allows"), and `swivel bench migration` its `throttled://`
+The prewarmed migration uses it (`jobs/spark_prewarm.py`, docs/migration.md
+"Prewarmed moves: what Spark allows"), so do staggered RocksDB snapshots
+(`jobs/spark_snapshot_phases.py`, "Staggered snapshots"), and `swivel bench migration` its `throttled://`
 checkpoint storage (`ThrottledFileSystem`, a benchmark's emulation of a remote store's
 reads, not used by the product). Everything else runs without it: `spark_jars()` names the
 jar when it was built, and sessions add it to `spark.jars`.

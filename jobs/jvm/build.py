@@ -8,7 +8,7 @@ and pack the classes into `swivel-spark.jar` beside this package.
 Python's zipfile writes the jar, so only `javac` is needed, not the `jar` tool. Rebuilds
 only when a source is newer than the jar (or with --force). `--optional` (make setup)
 warns instead of failing when there is no `javac`: Swivel runs without the jar, only the
-prewarmed migration is then unavailable.
+prewarmed migration and staggered RocksDB snapshots are then unavailable.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def pyspark_jars() -> Path:
 NO_JAVAC = (
     "swivel: no javac on PATH: the prewarm helper jar needs a JDK 17+ "
     "(apt-get install openjdk-17-jdk-headless); Swivel runs without it "
-    "(prewarmed migration unavailable)"
+    "(prewarmed migration and staggered snapshots unavailable)"
 )
 
 
