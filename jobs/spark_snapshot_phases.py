@@ -26,7 +26,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.SnapshotPhases"
-HELPER_API = 1
+HELPER_API = 2
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -75,19 +75,37 @@ class SnapshotPhases:
         """Move every RocksDB store of `query` loaded on an active executor into its phase
         (`partition % every`). Call at a boundary; raises HelperUnavailableError without the
         helper jar."""
-        helper = helper_class(self.internals, HELPER_CLASS, HELPER_API)
-        every = self.every(query)
+        return self._run(query, "phase", self._executors())
+
+    def snapshot_next(self, query: Any, bins_by_executor: dict[str, list[int]]) -> PhaseReport:
+        """Make `bins_by_executor`'s stores (on the executors that serve them) take a snapshot
+        at their next commit: ahead of a prewarmed switch, whose RocksDB top-up replays the
+        changelogs since the bin's newest uploaded snapshot. The staggering pass after the
+        migration puts them back in their phase."""
+        hosts = dict(entry.split("\t") for entry in self._executors())
+        entries = [
+            f"{executor}\t{hosts[executor]}\t{','.join(str(b) for b in sorted(bins))}"
+            for executor, bins in sorted(bins_by_executor.items())
+            if executor in hosts and bins
+        ]
+        return self._run(query, "next", entries)
+
+    def _executors(self) -> list[str]:
+        """`id\thost` of every active executor."""
         if str(self.internals.sc.master).startswith("local"):
             # local mode: the stores live in the driver's JVM, its executor "driver" on
             # "localhost" (LocalSchedulerBackend), and there may be no UI to ask
-            executors = ["driver\tlocalhost"]
-        else:
-            executors = [f"{e.id}\t{e.host}" for e in self.internals.executors() if e.active]
+            return ["driver\tlocalhost"]
+        return [f"{e.id}\t{e.host}" for e in self.internals.executors() if e.active]
+
+    def _run(self, query: Any, mode: str, executors: list[str]) -> PhaseReport:
+        helper = helper_class(self.internals, HELPER_CLASS, HELPER_API)
+        every = self.every(query)
         report = PhaseReport(every=every)
         if not executors:
             return report
         answers = helper.run(
-            self.internals.sc._jsc.sc(), executors, self.internals.state_root(query), every
+            self.internals.sc._jsc.sc(), executors, self.internals.state_root(query), every, mode
         )
         for text in answers:
             answer = json.loads(str(text))

@@ -48,6 +48,7 @@ class StepPrewarm:
     hosts: dict[str, str]
     error: str | None = None
     load_ms: float = 0.0
+    snapshot_ahead: str | None = None  # None: the givers were asked to snapshot the bins
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
@@ -80,6 +81,7 @@ class StepPrewarm:
         """Load the step's bins on all its targets at once (each target's loads run on its
         own loader thread), and wait for every answer."""
         began = time.monotonic()
+        self.snapshot_ahead = self._snapshot_givers()
         try:
             answers = self._on_targets(
                 lambda target, bins: self.internals.prewarm(
@@ -97,6 +99,25 @@ class StepPrewarm:
         finally:
             self.load_ms = round((time.monotonic() - began) * 1e3, 1)
             self._done.set()
+
+    def _snapshot_givers(self) -> str | None:
+        """Ask each giver to snapshot the step's bins at its next commit (RocksDB with
+        changelogs): the switch's top-up on the target replays the changelogs since the
+        bin's newest uploaded snapshot, and that is then a version or two old, not up to
+        `minDeltasForSnapshot`. None when asked; otherwise why not (the top-up then replays
+        from the bin's own last snapshot, as without)."""
+        phases = self.internals.snapshot_phases()
+        try:
+            reason = phases.applies(self.query)
+            if reason is not None:
+                return reason
+            givers: dict[str, list[int]] = {}
+            for move in self.moves:
+                givers.setdefault(move.source, []).append(move.bin)
+            phases.snapshot_next(self.query, givers)
+        except Exception as error:  # only the top-up's length depends on it
+            return f"{type(error).__name__}: {error}"
+        return None
 
     def switch(self, batch_id: int) -> dict[int, str]:
         """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded

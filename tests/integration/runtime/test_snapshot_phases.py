@@ -73,3 +73,44 @@ def test_each_batch_snapshots_its_own_phase_of_the_bins(spark: Any, tmp_path: Pa
     later = {version: flushed[version] for version in range(5, 13)}
     assert all(bytes_ > 0 for bytes_ in later.values()), later
     assert workload.count_mismatches(workload.processed_files()) == 0
+
+
+def test_a_giver_snapshots_the_bins_it_is_asked_to_at_its_next_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Ahead of a prewarmed switch the givers snapshot the step's bins (the switch's RocksDB
+    top-up then replays from there): with snapshots every 100 versions nothing flushes in
+    the first six, and the version after the request does."""
+    from swivel.jobs.spark_internals import SparkInternals
+
+    session = spark.newSession()
+    for key, value in {
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
+        "spark.sql.shuffle.partitions": str(BINS),
+    }.items():
+        session.conf.set(key, value)
+    workload = KeyedWorkload(
+        session, tmp_path, bins=BINS, keys=2_000, payload_bytes=50, rows_per_batch=200
+    )
+    workload.write_inputs(6)
+    query = workload.start()
+    try:
+        workload.wait_for_batch(5)  # version 6 committed
+        report = SparkInternals(session).snapshot_phases().snapshot_next(query, {"driver": [2]})
+        workload.write_inputs(2)
+        workload.wait_for_batch(7)
+        flushed = {
+            int(p["batchId"]) + 1: p["stateOperators"][0]["customMetrics"].get(
+                "rocksdbTotalBytesWrittenByFlush", 0
+            )
+            for p in query.recentProgress
+        }
+    finally:
+        workload.stop()
+    assert (report.stores, report.offset, report.missed) == (1, 1, []), report
+    assert [flushed[v] for v in range(1, 7)] == [0] * 6, flushed
+    assert flushed[7] > 0, flushed

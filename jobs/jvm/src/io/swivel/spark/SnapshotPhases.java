@@ -42,7 +42,7 @@ import scala.reflect.ClassTag$;
 
 public final class SnapshotPhases {
   /** Bumped when the wire format of `run` changes; the Python side checks it. */
-  public static final int API = 1;
+  public static final int API = 2;
 
   private static final String LAST_SNAPSHOT =
       "org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion";
@@ -60,17 +60,21 @@ public final class SnapshotPhases {
   }
 
   /**
-   * One task per `executors` entry "executorId\thost", preferring exactly that executor; each
-   * offsets the RocksDB stores of checkpoint `root` loaded there. Returns one JSON object per
-   * entry: `stores` seen, `offset` (changed now), `in_phase` (already were), or
-   * `wrong-executor` when the task ran elsewhere.
+   * One task per `executors` entry "executorId\thost[\tpartition,partition...]", preferring
+   * exactly that executor. `mode` "phase": each offsets the RocksDB stores of checkpoint
+   * `root` loaded there into their phase. `mode` "next": each makes the listed partitions'
+   * stores take a snapshot at their next commit (a giver's bins ahead of a prewarmed switch:
+   * the switch's top-up then replays from that snapshot). Returns one JSON object per entry:
+   * `stores` seen, `offset` (changed now), `in_phase` (already were), or `wrong-executor`
+   * when the task ran elsewhere.
    */
   public static List<String> run(SparkContext sc, List<String> executors, String root,
-      int every) {
+      int every, String mode) {
     List<Tuple2<String[], scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String entry : executors) {
       String[] parts = entry.split("\t", -1);
-      String[] spec = {parts[0], root, Integer.toString(every)};
+      String partitions = parts.length > 2 ? parts[2] : "";
+      String[] spec = {parts[0], root, Integer.toString(every), mode, partitions};
       List<String> where = new ArrayList<>();
       where.add("executor_" + parts[1] + "_" + parts[0]);
       items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
@@ -100,6 +104,13 @@ public final class SnapshotPhases {
       }
       String root = spec[1];
       int every = Integer.parseInt(spec[2]);
+      boolean snapshotNext = "next".equals(spec[3]);
+      java.util.Set<Integer> listed = new java.util.HashSet<>();
+      for (String part : spec[4].split(",")) {
+        if (!part.isEmpty()) {
+          listed.add(Integer.parseInt(part));
+        }
+      }
       List<Tuple2<StateStoreProviderId, StateStoreProvider>> found = new ArrayList<>();
       HashMap<StateStoreProviderId, StateStoreProvider> providers =
           StatePrewarm.loadedProviders();
@@ -121,6 +132,16 @@ public final class SnapshotPhases {
         }
         Object db = dbField.get(pair._2());  // not rocksDB(): it would create one
         if (db == null || ((RocksDB) db).loadedVersion() < 0) {
+          continue;
+        }
+        if (snapshotNext) {
+          if (listed.contains(id.storeId().partitionId())) {
+            stores++;
+            long loaded = ((RocksDB) db).loadedVersion();
+            ((RocksDB) db).org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion_$eq(
+                loaded + 1 - every);
+            offset++;
+          }
           continue;
         }
         stores++;
