@@ -26,7 +26,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.SnapshotPhases"
-HELPER_API = 2
+HELPER_API = 3
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -40,7 +40,7 @@ class PhaseReport:
     moved into their phase now and how many already were; `missed` names the executors whose
     task ran elsewhere (their stores are left for the next pass)."""
 
-    every: int
+    every: int  # the query's setting; each store uses its own (the same, unless changed)
     stores: int = 0
     offset: int = 0
     in_phase: int = 0
@@ -92,9 +92,9 @@ class SnapshotPhases:
 
     def _executors(self) -> list[str]:
         """`id\thost` of every active executor."""
-        if str(self.internals.sc.master).startswith("local"):
-            # local mode: the stores live in the driver's JVM, its executor "driver" on
-            # "localhost" (LocalSchedulerBackend), and there may be no UI to ask
+        if self.internals.sc._jsc.sc().isLocal():
+            # local mode (not local-cluster): the stores live in the driver's JVM, its
+            # executor "driver" on "localhost" (LocalSchedulerBackend); no UI to ask, maybe
             return ["driver\tlocalhost"]
         return [f"{e.id}\t{e.host}" for e in self.internals.executors() if e.active]
 
@@ -105,7 +105,11 @@ class SnapshotPhases:
         if not executors:
             return report
         answers = helper.run(
-            self.internals.sc._jsc.sc(), executors, self.internals.state_root(query), every, mode
+            self.internals.sc._jsc.sc(),
+            executors,
+            self.internals.state_root(query),
+            str(query.runId),
+            mode,
         )
         for text in answers:
             answer = json.loads(str(text))

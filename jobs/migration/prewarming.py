@@ -106,17 +106,19 @@ class StepPrewarm:
         bin's newest uploaded snapshot, and that is then a version or two old, not up to
         `minDeltasForSnapshot`. None when asked; otherwise why not (the top-up then replays
         from the bin's own last snapshot, as without)."""
-        phases = self.internals.snapshot_phases()
         try:
+            phases = self.internals.snapshot_phases()
             reason = phases.applies(self.query)
             if reason is not None:
                 return reason
             givers: dict[str, list[int]] = {}
             for move in self.moves:
                 givers.setdefault(move.source, []).append(move.bin)
-            phases.snapshot_next(self.query, givers)
+            report = phases.snapshot_next(self.query, givers)
         except Exception as error:  # only the top-up's length depends on it
             return f"{type(error).__name__}: {error}"
+        if report.missed:
+            return f"no task reached giver(s) {', '.join(report.missed)}"
         return None
 
     def switch(self, batch_id: int) -> dict[int, str]:

@@ -6,9 +6,11 @@ The migration executor calls `boundary()` at each boundary it sees. A pass
 path: after the query is attached (its first batches load the stores), after each migration
 (moved bins reload from their newest snapshot, which keeps its phase, but a bin reloaded
 before its first offset snapshot was uploaded comes back on Spark's schedule), and every
-`recheck_batches` batches in between, for executors that joined. Never while a migration
-runs: its bins are in motion. A pass that races a commit is harmless: the commit's own
-snapshot wins, and the next pass offsets the bin again.
+`recheck_batches` batches in between, for executors that joined; at the next boundary when
+a task of the last pass ran on another executor than its own. Never while a migration
+runs: its bins are in motion. A pass may race a commit of a running batch: it sets the
+value again when the store's version moved meanwhile. A pass still running when the query
+is attached again (a restart) records nothing: the new query gets its own first pass.
 
 A query whose stores do not snapshot inside their tasks (HDFS-backed, or RocksDB without
 changelog checkpointing) is left alone, and so is every query when the helper jar is missing;
@@ -46,12 +48,15 @@ class StaggeredSnapshots:
         self._due = False
         self._last_pass: int | None = None
         self._was_migrating = False
+        self._generation = 0
         self._running: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def attach(self, query: Any) -> None:
         with self._lock:
             self._query, self._due, self._last_pass, self.reason = query, True, None, None
+            self.report, self.error = None, None
+            self._generation += 1  # a pass still running for the last query keeps quiet
 
     def boundary(self, batch_id: int, migrating: bool) -> None:
         """Start a pass when one is due (returns at once; the pass runs on its own thread)."""
@@ -69,9 +74,11 @@ class StaggeredSnapshots:
             if not (self._due or recheck) or self._busy():
                 return
             self._due, self._last_pass = False, batch_id
-            query = self._query
             self._running = threading.Thread(
-                target=self._pass, args=(query,), daemon=True, name="swivel-snapshot-phases"
+                target=self._pass,
+                args=(self._query, self._generation),
+                daemon=True,
+                name="swivel-snapshot-phases",
             )
             self._running.start()
 
@@ -84,17 +91,22 @@ class StaggeredSnapshots:
     def _busy(self) -> bool:
         return self._running is not None and self._running.is_alive()
 
-    def _pass(self, query: Any) -> None:
+    def _pass(self, query: Any, generation: int) -> None:
+        reason = report = error = None
         try:
             reason = self.phases.applies(query)
-            if reason is not None:
-                self.reason = reason
-                return
-            self.report = self.phases.offset(query)
-            self.passes += 1
-            self.error = None
-        except HelperUnavailableError as error:
-            self.reason = str(error)
-        except Exception as error:  # a pass must never stop the query
-            self.error = f"{type(error).__name__}: {error}"
-            print(f"swivel: staggering snapshots failed: {self.error}", file=sys.stderr)
+            if reason is None:
+                report = self.phases.offset(query)
+        except HelperUnavailableError as unavailable:
+            reason = str(unavailable)
+        except Exception as failure:  # a pass must never stop the query
+            error = f"{type(failure).__name__}: {failure}"
+            print(f"swivel: staggering snapshots failed: {error}", file=sys.stderr)
+        with self._lock:
+            if generation != self._generation:
+                return  # the query was restarted meanwhile: its own first pass is due
+            self.reason, self.error = reason, error
+            if report is not None:
+                self.report, self.passes = report, self.passes + 1
+                # a task that ran on another executor left that one's stores as they were
+                self._due = bool(report.missed)

@@ -28,21 +28,39 @@ BINS = 4
 EVERY = 4  # one bin per phase
 
 
-def test_each_batch_snapshots_its_own_phase_of_the_bins(spark: Any, tmp_path: Path) -> None:
+def rocksdb_workload(spark: Any, root: Path, every: int) -> tuple[Any, KeyedWorkload]:
+    """A session of its own on RocksDB with changelogs, a snapshot every `every` versions,
+    and a small keyed workload on it."""
     session = spark.newSession()
     for key, value in {
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(EVERY),
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(every),
         "spark.sql.shuffle.partitions": str(BINS),
     }.items():
         session.conf.set(key, value)
-    mover = BinMover(session, BINS)
     workload = KeyedWorkload(
-        session, tmp_path, bins=BINS, keys=2_000, payload_bytes=50, rows_per_batch=200
+        session, root, bins=BINS, keys=2_000, payload_bytes=50, rows_per_batch=200
     )
+    return session, workload
+
+
+def flushed_per_version(query: Any) -> dict[int, int]:
+    """Bytes RocksDB flushed in each committed version (batch b commits version b + 1): a
+    store flushes its memtable only for a snapshot at this size."""
+    return {
+        int(p["batchId"]) + 1: p["stateOperators"][0]["customMetrics"].get(
+            "rocksdbTotalBytesWrittenByFlush", 0
+        )
+        for p in query.recentProgress
+    }
+
+
+def test_each_batch_snapshots_its_own_phase_of_the_bins(spark: Any, tmp_path: Path) -> None:
+    session, workload = rocksdb_workload(spark, tmp_path, every=EVERY)
+    mover = BinMover(session, BINS)
     workload.write_inputs(2)
     query = workload.start(boundary=mover.wrap)
     mover.attach(query)
@@ -57,12 +75,7 @@ def test_each_batch_snapshots_its_own_phase_of_the_bins(spark: Any, tmp_path: Pa
             time.sleep(0.1)
         workload.write_inputs(10)
         workload.wait_for_batch(11)
-        flushed = {
-            int(p["batchId"]) + 1: p["stateOperators"][0]["customMetrics"].get(
-                "rocksdbTotalBytesWrittenByFlush", 0
-            )
-            for p in query.recentProgress
-        }
+        flushed = flushed_per_version(query)
     finally:
         workload.stop()
         mover.close()
@@ -83,19 +96,7 @@ def test_a_giver_snapshots_the_bins_it_is_asked_to_at_its_next_commit(
     the first six, and the version after the request does."""
     from swivel.jobs.spark_internals import SparkInternals
 
-    session = spark.newSession()
-    for key, value in {
-        "spark.sql.streaming.stateStore.providerClass": (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-        ),
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
-        "spark.sql.shuffle.partitions": str(BINS),
-    }.items():
-        session.conf.set(key, value)
-    workload = KeyedWorkload(
-        session, tmp_path, bins=BINS, keys=2_000, payload_bytes=50, rows_per_batch=200
-    )
+    session, workload = rocksdb_workload(spark, tmp_path, every=100)
     workload.write_inputs(6)
     query = workload.start()
     try:
@@ -103,12 +104,7 @@ def test_a_giver_snapshots_the_bins_it_is_asked_to_at_its_next_commit(
         report = SparkInternals(session).snapshot_phases().snapshot_next(query, {"driver": [2]})
         workload.write_inputs(2)
         workload.wait_for_batch(7)
-        flushed = {
-            int(p["batchId"]) + 1: p["stateOperators"][0]["customMetrics"].get(
-                "rocksdbTotalBytesWrittenByFlush", 0
-            )
-            for p in query.recentProgress
-        }
+        flushed = flushed_per_version(query)
     finally:
         workload.stop()
     assert (report.stores, report.offset, report.missed) == (1, 1, []), report

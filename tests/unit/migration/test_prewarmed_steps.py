@@ -14,6 +14,7 @@ import pytest
 
 from swivel.controllers.migration import Strategy, plan_migration
 from swivel.jobs.migration.executor import BinMover
+from swivel.jobs.spark_snapshot_phases import PhaseReport
 from tests.unit.migration.test_executor import FakeInternals, FakeQuery, drive
 
 
@@ -226,3 +227,41 @@ def test_the_actions_migration_prewarm_reaches_the_mover() -> None:
         time.sleep(0.02)
     assert mover.history[0].prewarmed == {0}
     assert reports[-1]["binsPrewarmed"] == 1 and reports[-1]["planId"] == "p-1"
+
+
+class GiverSnapshots:
+    """Snapshot phases that apply (RocksDB with changelogs) and record what givers were asked
+    to snapshot, and which loads had run by then."""
+
+    def __init__(self, owner: PrewarmingInternals, missed: tuple[str, ...] = ()) -> None:
+        self.owner = owner
+        self.missed = list(missed)
+        self.asked: list[tuple[dict[str, list[int]], list[tuple[int, str]]]] = []
+
+    def applies(self, query: Any) -> str | None:
+        return None
+
+    def offset(self, query: Any) -> PhaseReport:
+        return PhaseReport(every=10)
+
+    def snapshot_next(self, query: Any, givers: dict[str, list[int]]) -> PhaseReport:
+        self.asked.append((dict(givers), list(self.owner.loaded)))
+        return PhaseReport(every=10, stores=1, offset=1, missed=self.missed)
+
+
+@pytest.mark.parametrize("missed", [(), ("0",)])
+def test_the_givers_snapshot_the_step_s_bins_before_it_loads(missed: tuple[str, ...]) -> None:
+    fake = PrewarmingInternals(4)
+    phases = GiverSnapshots(fake, missed)
+    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
+    fake.loads_may_finish.clear()
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    batch = drive(fake, mover, 0, 1)  # the step's prewarm starts
+    fake.loads_may_finish.set()
+    until(lambda: fake.loaded == [(0, "1")])
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    assert phases.asked == [({"0": [0]}, [])]  # bin 0's giver, before any load
+    ((step, _),) = mover._prewarmed._steps.values()
+    assert step.snapshot_ahead == ("no task reached giver(s) 0" if missed else None)
+    drive(fake, mover, batch, 3)
+    assert migration.phase == "Completed" and migration.prewarmed == {0}

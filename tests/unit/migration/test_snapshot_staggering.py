@@ -20,6 +20,7 @@ class FakePhases:
         self.may_finish = threading.Event()
         self.may_finish.set()
         self.passes: list[Any] = []  # the queries passed over, in order
+        self.misses: list[str] = []  # executors the next passes' tasks do not reach
 
     def applies(self, query: Any) -> str | None:
         return self.reason
@@ -31,7 +32,8 @@ class FakePhases:
         if self.fails:
             raise RuntimeError("executor lost")
         self.passes.append(query)
-        return PhaseReport(every=10, stores=64, offset=58, in_phase=6)
+        missed = [self.misses.pop(0)] if self.misses else []
+        return PhaseReport(every=10, stores=64, offset=58, in_phase=6, missed=missed)
 
 
 def staggering(recheck: int = 100) -> tuple[StaggeredSnapshots, FakePhases]:
@@ -122,3 +124,30 @@ def test_a_slow_pass_is_never_run_twice_at_once() -> None:
     fake.may_finish.set()
     keeper.wait(10)
     assert keeper.passes == 1
+
+
+def test_a_pass_whose_task_missed_an_executor_runs_again_at_the_next_boundary() -> None:
+    keeper, fake = staggering(recheck=100)
+    fake.misses = ["1"]
+    keeper.attach("q")
+    at(keeper, 0)
+    assert keeper.report is not None and keeper.report.missed == ["1"]
+    at(keeper, 1)
+    assert keeper.passes == 2 and keeper.report.missed == []
+    at(keeper, 2)
+    assert keeper.passes == 2
+
+
+def test_a_pass_still_running_for_a_restarted_query_records_nothing() -> None:
+    keeper, fake = staggering()
+    fake.may_finish.clear()
+    fake.fails = True
+    keeper.attach("q1")
+    keeper.boundary(0, False)  # q1's pass starts and blocks
+    keeper.attach("q2")  # the query restarted
+    fake.may_finish.set()
+    keeper.wait(10)
+    assert keeper.error is None and keeper.reason is None and keeper.passes == 0
+    fake.fails = False
+    at(keeper, 1)
+    assert fake.passes == ["q2"] and keeper.passes == 1

@@ -2,7 +2,7 @@
  * Swivel: spread RocksDB's snapshots over the versions instead of every bin taking its
  * snapshot in the same batch (docs/migration.md, "Staggered snapshots").
  *
- * Checked against Spark 4.3.0 only (jobs/spark_snapshot_phases.py refuses other versions).
+ * Written against Spark 4.3.0 (the adapter, SparkInternals, accepts 4.3.x only).
  *
  * Why: with changelog checkpointing a RocksDB store takes a snapshot inside its task's
  * commit (a memtable flush and a local checkpoint) when the version it commits is
@@ -42,7 +42,7 @@ import scala.reflect.ClassTag$;
 
 public final class SnapshotPhases {
   /** Bumped when the wire format of `run` changes; the Python side checks it. */
-  public static final int API = 2;
+  public static final int API = 3;
 
   private static final String LAST_SNAPSHOT =
       "org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion";
@@ -69,12 +69,12 @@ public final class SnapshotPhases {
    * when the task ran elsewhere.
    */
   public static List<String> run(SparkContext sc, List<String> executors, String root,
-      int every, String mode) {
+      String runId, String mode) {
     List<Tuple2<String[], scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String entry : executors) {
       String[] parts = entry.split("\t", -1);
       String partitions = parts.length > 2 ? parts[2] : "";
-      String[] spec = {parts[0], root, Integer.toString(every), mode, partitions};
+      String[] spec = {parts[0], root, "", mode, partitions, runId};
       List<String> where = new ArrayList<>();
       where.add("executor_" + parts[1] + "_" + parts[0]);
       items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
@@ -91,6 +91,23 @@ public final class SnapshotPhases {
     }
   }
 
+  /**
+   * Sets `lastSnapshotVersion` to `value` computed from the loaded version, and again if a
+   * commit moved that version meanwhile (the task of a running batch may commit beside this
+   * pass): the value then never lags the store by a version, which would make it snapshot
+   * once more out of phase.
+   */
+  static void setLast(RocksDB db, java.util.function.LongSupplier value) {
+    for (int attempt = 0; attempt < 3; attempt++) {
+      long loaded = db.loadedVersion();
+      db.org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion_$eq(
+          value.getAsLong());
+      if (db.loadedVersion() == loaded) {
+        return;
+      }
+    }
+  }
+
   /** The task body. */
   static final class Offset implements Function<String[], String> {
     private static final long serialVersionUID = 1L;
@@ -103,7 +120,6 @@ public final class SnapshotPhases {
         return out.put("status", "wrong-executor").put("wanted", spec[0]).toString();
       }
       String root = spec[1];
-      int every = Integer.parseInt(spec[2]);
       boolean snapshotNext = "next".equals(spec[3]);
       java.util.Set<Integer> listed = new java.util.HashSet<>();
       for (String part : spec[4].split(",")) {
@@ -111,6 +127,7 @@ public final class SnapshotPhases {
           listed.add(Integer.parseInt(part));
         }
       }
+      String runId = spec[5];
       List<Tuple2<StateStoreProviderId, StateStoreProvider>> found = new ArrayList<>();
       HashMap<StateStoreProviderId, StateStoreProvider> providers =
           StatePrewarm.loadedProviders();
@@ -126,35 +143,35 @@ public final class SnapshotPhases {
       int inPhase = 0;
       for (Tuple2<StateStoreProviderId, StateStoreProvider> pair : found) {
         StateStoreProviderId id = pair._1();
+        // this run's stores only: not a prewarm's shadow copy, not an earlier run's leftovers
         if (!(pair._2() instanceof RocksDBStateStoreProvider)
-            || !root.equals(id.storeId().checkpointRootLocation())) {
+            || !root.equals(id.storeId().checkpointRootLocation())
+            || !runId.equals(id.queryRunId().toString())) {
           continue;
         }
-        Object db = dbField.get(pair._2());  // not rocksDB(): it would create one
-        if (db == null || ((RocksDB) db).loadedVersion() < 0) {
+        Object held = dbField.get(pair._2());  // not rocksDB(): it would create one
+        if (held == null || ((RocksDB) held).loadedVersion() < 0) {
           continue;
         }
+        RocksDB db = (RocksDB) held;
+        int every = db.conf().minDeltasForSnapshot();  // the store's own interval
+        int partition = id.storeId().partitionId();
         if (snapshotNext) {
-          if (listed.contains(id.storeId().partitionId())) {
+          if (listed.contains(partition)) {
             stores++;
-            long loaded = ((RocksDB) db).loadedVersion();
-            ((RocksDB) db).org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion_$eq(
-                loaded + 1 - every);
             offset++;
+            setLast(db, () -> db.loadedVersion() + 1 - every);
           }
           continue;
         }
         stores++;
-        int phase = id.storeId().partitionId() % every;
-        long last = lastField.getLong(db);
-        if (Math.floorMod(last, (long) every) == phase) {
+        int phase = partition % every;
+        if (Math.floorMod(lastField.getLong(db), (long) every) == phase) {
           inPhase++;
           continue;
         }
-        long next = nextInPhase(((RocksDB) db).loadedVersion(), phase, every);
-        ((RocksDB) db).org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion_$eq(
-            next - every);
         offset++;
+        setLast(db, () -> nextInPhase(db.loadedVersion(), phase, every) - every);
       }
       return out.put("status", "done").put("stores", stores).put("offset", offset)
           .put("in_phase", inPhase).toString();
