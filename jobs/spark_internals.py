@@ -106,6 +106,19 @@ class SparkInternals:
         run_id = self._jvm.java.util.UUID.fromString(str(query.runId))
         return self._state.StateStoreProviderId(store_id, run_id)
 
+    def query_session(self, query: Any) -> Any:
+        """The query's own (JVM) session: its SQL conf carries the checkpoint's state-store
+        settings, e.g. the provider class; the user's session before its first batch."""
+        execution = query._jsq.streamingQuery().lastExecution()
+        if execution is not None:
+            return execution.sparkSession()
+        return self.spark._jsparkSession
+
+    def query_setting(self, query: Any, key: str) -> str:
+        """SQL setting `key` of the query's own session; "" when unset."""
+        found = self.query_session(query).conf().getOption(key)
+        return str(found.get()) if found.isDefined() else ""
+
     def state_root(self, query: Any) -> str:
         checkpoint = query._jsq.streamingQuery().resolvedCheckpointRoot()
         return str(self._jvm.org.apache.hadoop.fs.Path(checkpoint, "state").toString())

@@ -103,10 +103,8 @@ class StatePrewarm:
 
     def refusal(self, query: Any) -> str | None:
         """Why no bin of `query` may be prewarmed under its session's settings, or None."""
-        conf = self._session(query).conf()
         for key, (refuses, reason) in REFUSING_SETTINGS.items():
-            found = conf.getOption(key)
-            value = str(found.get()) if found.isDefined() else ""
+            value = self.internals.query_setting(query, key)
             if refuses(value):
                 return f"{key}={value}: {reason}"
         return None
@@ -230,14 +228,6 @@ class StatePrewarm:
             raise RuntimeError("the query has completed no batch yet: nothing to prewarm")
         return int(progress["batchId"]) + 1
 
-    def _session(self, query: Any) -> Any:
-        """The query's own session (its SQL conf carries the checkpoint's state-store
-        settings, e.g. the provider class), falling back to the user's session."""
-        execution = query._jsq.streamingQuery().lastExecution()
-        if execution is not None:
-            return execution.sparkSession()
-        return self.internals.spark._jsparkSession
-
     def _schema(
         self, helper: Any, hadoop_conf: Any, root: str, operator: int, store: str
     ) -> tuple[str, str, bool]:
@@ -269,7 +259,7 @@ class StatePrewarm:
         version: int = 0,
     ) -> list[dict[str, Any]]:
         helper = self._helper()
-        session = self._session(query)
+        session = self.internals.query_session(query)
         state = session.sessionState()
         hadoop_conf = state.newHadoopConf()
         root = self.internals.state_root(query)

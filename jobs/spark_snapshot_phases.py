@@ -56,19 +56,19 @@ class SnapshotPhases:
     def applies(self, query: Any) -> str | None:
         """None when `query`'s stores snapshot inside their tasks on Spark's schedule;
         otherwise why staggering has nothing to do."""
-        conf = _session(self.internals, query).conf()
-        provider = _setting(conf, PROVIDER_KEY)
+        provider = self.internals.query_setting(query, PROVIDER_KEY)
         if provider != ROCKSDB_PROVIDER:
             return f"{PROVIDER_KEY}={provider or '(HDFS-backed)'}: snapshots in maintenance"
-        if _setting(conf, CHANGELOG_KEY).lower() != "true":
+        if self.internals.query_setting(query, CHANGELOG_KEY).lower() != "true":
             return f"{CHANGELOG_KEY} is off: every version uploads a snapshot"
-        if self.every(query) < 2:
-            return f"{EVERY_KEY}={self.every(query)}: a snapshot every version"
+        every = self.every(query)
+        if every < 2:
+            return f"{EVERY_KEY}={every}: a snapshot every version"
         return None
 
     def every(self, query: Any) -> int:
         """The query's snapshot interval in versions (`minDeltasForSnapshot`)."""
-        value = _setting(_session(self.internals, query).conf(), EVERY_KEY)
+        value = self.internals.query_setting(query, EVERY_KEY)
         return int(value) if value.strip().isdigit() else SPARK_DEFAULT_EVERY
 
     def offset(self, query: Any) -> PhaseReport:
@@ -120,17 +120,6 @@ class SnapshotPhases:
             report.offset += int(answer["offset"])
             report.in_phase += int(answer["in_phase"])
         return report
-
-
-def _session(internals: SparkInternals, query: Any) -> Any:
-    """The query's own session: its SQL conf carries the checkpoint's store settings."""
-    execution = query._jsq.streamingQuery().lastExecution()
-    return execution.sparkSession() if execution is not None else internals.spark._jsparkSession
-
-
-def _setting(conf: Any, key: str) -> str:
-    found = conf.getOption(key)
-    return str(found.get()) if found.isDefined() else ""
 
 
 __all__ = ["HelperUnavailableError", "PhaseReport", "SnapshotPhases"]

@@ -74,7 +74,7 @@ public final class SnapshotPhases {
     for (String entry : executors) {
       String[] parts = entry.split("\t", -1);
       String partitions = parts.length > 2 ? parts[2] : "";
-      String[] spec = {parts[0], root, "", mode, partitions, runId};
+      String[] spec = {parts[0], root, runId, mode, partitions};
       List<String> where = new ArrayList<>();
       where.add("executor_" + parts[1] + "_" + parts[0]);
       items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
@@ -120,6 +120,7 @@ public final class SnapshotPhases {
         return out.put("status", "wrong-executor").put("wanted", spec[0]).toString();
       }
       String root = spec[1];
+      String runId = spec[2];
       boolean snapshotNext = "next".equals(spec[3]);
       java.util.Set<Integer> listed = new java.util.HashSet<>();
       for (String part : spec[4].split(",")) {
@@ -127,7 +128,6 @@ public final class SnapshotPhases {
           listed.add(Integer.parseInt(part));
         }
       }
-      String runId = spec[5];
       List<Tuple2<StateStoreProviderId, StateStoreProvider>> found = new ArrayList<>();
       HashMap<StateStoreProviderId, StateStoreProvider> providers =
           StatePrewarm.loadedProviders();
