@@ -195,23 +195,22 @@ class SparkInternals:
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
     ) -> list[dict[str, Any]]:
         """Load `bins` on executor `target` at the last committed version while their owners
-        keep serving them (on `target`'s loader thread, started and polled by short Spark jobs;
-        call it off the batch path)."""
+        keep serving them (on `target`'s loader thread, started by a short Spark job; each
+        load announces its answer through the block manager; call it off the batch path)."""
         return self.prewarmer().prewarm(query, bins, target, host, stores=stores)
 
     def switch_prewarmed(
         self,
         query: Any,
-        bins: Iterable[int],
-        target: str,
-        host: str,
+        moves: Sequence[tuple[int, str, str]],
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
         *,
         version: int | None = None,
     ) -> list[dict[str, Any]]:
-        """At a boundary: `set_location` for `bins` and hand the prewarmed copies to them
-        (topped up to `version`, the one the next batch reads, on RocksDB)."""
-        return self.prewarmer().switch(query, bins, target, host, stores=stores, version=version)
+        """At a boundary: `set_location` for each (bin, target, host) of `moves` and hand
+        the prewarmed copies to them (topped up to `version`, the one the next batch reads,
+        on RocksDB), every target in one Spark job."""
+        return self.prewarmer().switch(query, moves, stores=stores, version=version)
 
     # -- staggered RocksDB snapshots (jobs/spark_snapshot_phases.py) -----------------------
 

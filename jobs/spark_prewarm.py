@@ -12,7 +12,7 @@ is built; without it `available()` is False and callers move bins the plain way.
     prewarm.prewarm(query, bins, target, host)   # off the batch path: loads on target's
                                                  # loader thread, holding no task slot
     ...                                          # the old owner keeps serving the bins
-    prewarm.switch(query, bins, target, host)    # at a boundary (inside foreachBatch)
+    prewarm.switch(query, [(bin, target, host)]) # at a boundary (inside foreachBatch)
 
 What Spark allows (and therefore how): a provider loaded on an executor under the query's
 own provider id reports itself to the StateStoreCoordinator as the bin's active instance
@@ -42,12 +42,15 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 3
-# How often a prewarm asks its target whether the background loads have finished (each ask is
-# a Spark job of one short task per bin), and how long it waits for them at most.
-PREWARM_POLL_S = 0.5
+HELPER_API = 4
+# How often a prewarm reads the answers its loads announced through the block manager (no
+# Spark job: a look-up in the driver's BlockManagerMaster), how often it also polls with a
+# Spark job (one short task per bin, which waits for a slot beside the batch: only for an
+# answer whose announcement failed), and how long it waits for the loads at most.
+PREWARM_ANSWER_S = 0.2
+PREWARM_POLL_S = 10.0
 PREWARM_TIMEOUT_S = 180.0
-PREWARM_LOST_ROUNDS = 20  # polls in a row that no task of reached the target: it is gone
+PREWARM_LOST_ROUNDS = 25  # reads in a row (5 s) that found the target's block manager gone
 RELEASED_EXECUTOR = "swivel-released"
 
 # How transformWithState(InPandas) opens its store (TransformWithStateInPySparkExec, 4.3):
@@ -132,11 +135,13 @@ class StatePrewarm:
     ) -> list[dict[str, Any]]:
         """Load `bins` (every store) on executor `target` at state `version` (default: the
         last committed one) under their shadow ids. The loads run on the executor's loader
-        thread, not in a task: a task only starts them and the polls that follow only read
-        their answers, so the query's tasks keep every slot while a bin downloads. Blocks
-        until every load has answered (call it from a thread, not from a batch); raises
-        when they have not after `timeout_s`, or when no poll reaches `target` for
-        `PREWARM_LOST_ROUNDS` rounds (the executor is gone). Per bin and store: `status`
+        thread, not in a task: a task only starts them, and each load announces its answer
+        through the block manager, which the driver reads without a Spark job; so the
+        query's tasks keep every slot while a bin downloads. A poll job every
+        `PREWARM_POLL_S` catches an answer whose announcement failed. Blocks until every
+        load has answered (call it from a thread, not from a batch); raises when they have
+        not after `timeout_s`, or when `target`'s block manager has been gone for
+        `PREWARM_LOST_ROUNDS` reads (the executor is lost). Per bin and store: `status`
         (`loaded`, `already-loaded` when the target holds the real provider,
         `wrong-executor`, `failed`, `no-load` when the target lost the load), `load_ms`."""
         bins = list(bins)
@@ -146,48 +151,68 @@ class StatePrewarm:
         answers = {_store_key(r): r for r in started if r.get("status") != "loading"}
         waiting = {int(r["partition"]) for r in started if r.get("status") == "loading"}
         deadline = time.monotonic() + timeout_s
-        unreached = 0  # poll rounds in a row that no task of reached `target`
+        last_poll = time.monotonic()
+        gone = 0  # reads in a row that found `target`'s block manager unregistered
         while waiting:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
-            time.sleep(PREWARM_POLL_S)
-            polled = self._run("poll", query, sorted(waiting), target, host=host, stores=stores)
-            reached = [r for r in polled if r.get("status") != "wrong-executor"]
-            unreached = 0 if reached else unreached + 1
-            if unreached >= PREWARM_LOST_ROUNDS:
-                raise RuntimeError(f"executor {target} answered no poll in {unreached} rounds")
-            for result in reached:
+            time.sleep(PREWARM_ANSWER_S)
+            # an answer another executor still announces is an older load's, not this one's
+            found = [
+                r
+                for r in self._announced(query, sorted(waiting), stores)
+                if r.get("executor") == target
+            ]
+            if time.monotonic() - last_poll >= PREWARM_POLL_S:
+                last_poll = time.monotonic()
+                polled = self._run("poll", query, sorted(waiting), target, host=host, stores=stores)
+                found += [r for r in polled if r.get("status") not in ("wrong-executor", "loading")]
+            gone = 0 if self._helper().registered(target) else gone + 1
+            if gone >= PREWARM_LOST_ROUNDS:
+                raise RuntimeError(f"executor {target} is gone (its block manager left)")
+            for result in found:
                 # a store answered earlier keeps that answer (a later poll could only repeat
                 # it, or answer `no-load` once an activation dropped the record)
-                if result.get("status") != "loading":
-                    answers.setdefault(_store_key(result), result)
+                answers.setdefault(_store_key(result), result)
             waiting = {b for b in waiting if any((b, op, st) not in answers for op, st in stores)}
         return list(answers.values())
+
+    def _announced(
+        self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]]
+    ) -> list[dict[str, Any]]:
+        """The answers the loads of `bins` announced so far (no Spark job)."""
+        helper = self._helper()
+        root = self.internals.state_root(query)
+        run_id = str(query.runId)
+        found: list[dict[str, Any]] = []
+        for operator, store in stores:
+            answers = helper.announced(root, operator, store, run_id, list(bins))
+            found.extend(json.loads(str(a)) for a in answers)
+        return found
 
     def switch(
         self,
         query: Any,
-        bins: Iterable[int],
-        target: str,
-        host: str,
+        moves: Sequence[tuple[int, str, str]],
         *,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
         version: int | None = None,
     ) -> list[dict[str, Any]]:
-        """At a boundary: point `bins` at `target` (as `set_location`) and hand each prewarmed
-        provider to the real id on the target (`activated`; `no-shadow` when it was never
-        loaded or was evicted: the bin then reloads in its batch as without prewarm).
-        `version` is the one the next batch reads (the boundary after batch b: b + 1;
-        default: the last progress's); a RocksDB copy is topped up to it first."""
-        bins = list(bins)
+        """At a boundary: point each bin of `moves` (bin, target executor, its host) at its
+        target (as `set_location`) and hand each prewarmed provider to the real id on the
+        target (`activated`; `no-shadow` when it was never loaded or was evicted: the bin
+        then reloads in its batch as without prewarm). `version` is the one the next batch
+        reads (the boundary after batch b: b + 1; default: the last progress's); a RocksDB
+        copy is topped up to it first. One Spark job for all targets, one task per bin on
+        its target: the boundary is on the batch path, and every target tops up at once."""
+        moves = list(moves)
         if version is None:
             version = self.committed_version(query)
-        for bin_id in bins:
+        for bin_id, target, host in moves:
             self.internals.set_location(query, bin_id, target, host, stores)
-        results = self._run(
-            "activate", query, bins, target, host=host, stores=stores, version=version
-        )
-        self._release_shadows(query, bins, host, stores)
+        results = self._run_placed("activate", query, moves, stores=stores, version=version)
+        for bin_id, _target, host in moves:
+            self._release_shadows(query, [bin_id], host, stores)
         return results
 
     def release(
@@ -258,15 +283,29 @@ class StatePrewarm:
         stores: Sequence[tuple[int, str]],
         version: int = 0,
     ) -> list[dict[str, Any]]:
+        placed = [(b, executor, host) for b in bins]
+        return self._run_placed(action, query, placed, stores=stores, version=version)
+
+    def _run_placed(
+        self,
+        action: str,
+        query: Any,
+        placed: Sequence[tuple[int, str, str]],
+        *,
+        stores: Sequence[tuple[int, str]],
+        version: int = 0,
+    ) -> list[dict[str, Any]]:
+        """`action` for each (bin, executor, host), one task each on its executor, in one
+        Spark job per store."""
+        if not placed:
+            return []
         helper = self._helper()
         session = self.internals.query_session(query)
         state = session.sessionState()
         hadoop_conf = state.newHadoopConf()
         root = self.internals.state_root(query)
         run_id = str(query.runId)
-        targets = [f"{b}\t{executor}\t{host}" for b in bins]
-        if not targets:
-            return []
+        targets = [f"{b}\t{executor}\t{host}" for b, executor, host in placed]
         results: list[dict[str, Any]] = []
         for operator, store in stores:
             key_json, value_json, column_families = ("", "", False)

@@ -5,7 +5,7 @@ Actions (`GET /v1/driver/actions`, oldest first by `seq`):
 
     {"seq": 4, "action": "move-bins", "planId": "p-3",
      "moves": [{"bins": [3, 5], "to": "1"}],
-     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0, "prewarm": false},
+     "migration": {"strategy": "batched", "batchSize": 4, "gapBatches": 0, "prewarm": true},
      "plan": {"strategy": "batched", "initial": ["0", "1", ...],
               "steps": [{"handOver": [{"from": "0", "to": "1", "bins": [3, 5]}]}], ...}}
     {"seq": 5, "action": "request-executors", "planId": "p-4", "executors": 3,
@@ -31,11 +31,15 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from swivel.api.reconfiguration import MigrationSpec
 from swivel.controllers.errors import PlanningError
 from swivel.controllers.migration import MigrationPlan
 from swivel.jobs.agent.driver_actions import MIGRATION_ACTIONS
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
+
+# An action without the flag (an older agent's) gets the Reconfiguration's default.
+PREWARM_DEFAULT = MigrationSpec().prewarm
 
 Reporter = Callable[[dict[str, Any]], None]
 
@@ -82,7 +86,7 @@ class MigrationActions:
                 return None
             plan = MigrationPlan.from_dict(action.get("plan") or {})
             remember = lambda m: self.plan_ids.__setitem__(m.id, plan_id)  # noqa: E731
-            prewarm = bool((action.get("migration") or {}).get("prewarm", False))
+            prewarm = bool((action.get("migration") or {}).get("prewarm", PREWARM_DEFAULT))
             if action["action"] == "move-bins":
                 migration = self.mover.submit(
                     plan, kind="move-bins", on_submit=remember, prewarm=prewarm

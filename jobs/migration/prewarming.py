@@ -124,15 +124,14 @@ class StepPrewarm:
     def switch(self, batch_id: int) -> dict[int, str]:
         """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded
         copy, topped up to version `batch_id + 1` (the one the next batch reads). The
-        targets switch at once, one thread each: the boundary is on the batch path, and one
-        target's top-up need not wait for another's. Returns the activation status per bin
-        (`activated`; `no-shadow`: it reloads as without)."""
-        answers = self._on_targets(
-            lambda target, bins: self.internals.switch_prewarmed(
-                self.query, bins, target, self._host(target), self.stores(), version=batch_id + 1
-            )
+        targets switch at once, in one Spark job with a task per bin on its target: the
+        boundary is on the batch path, and one target's top-up need not wait for another's.
+        Returns the activation status per bin (`activated`; `no-shadow`: it reloads as
+        without)."""
+        moves = [(m.bin, m.target, self._host(m.target)) for m in self.moves]
+        results = self.internals.switch_prewarmed(
+            self.query, moves, self.stores(), version=batch_id + 1
         )
-        results = [result for answer in answers for result in answer]
         statuses: dict[int, str] = {}
         for result in results:
             bin_id = int(result["partition"])

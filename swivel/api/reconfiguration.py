@@ -70,12 +70,13 @@ class MigrationSpec(ApiModel):
     batch_size: int = Field(default=4, ge=1, le=32768, description="Bins per step (batched).")
     gap_batches: int = Field(default=0, ge=0, le=100, description="Quiet batches between steps.")
     prewarm: bool = Field(
-        default=False,
+        default=True,
         description="Load each step's bins on their targets while the old owners still serve "
         "them, and switch the step at the first boundary after (Megaphone: state ahead of the "
         "switch); the batch after the switch then does not reload them from the checkpoint. "
-        "Needs the helper jar (built with a JDK); where it cannot run, bins move the plain "
-        "way and status.progress.prewarmFallback says why.",
+        "Needs the helper jar (built with a JDK; in the image); where it cannot run, bins "
+        "move the plain way and status.progress.prewarmFallback says why. false: every step "
+        "switches at once and its bins reload in the batch after.",
     )
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from swivel.controllers.assignments import bins_by_executor
 from swivel.controllers.migration import Strategy, plan_migration
+from swivel.jobs import spark_prewarm
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
@@ -136,7 +137,9 @@ def older_files(store: Path, version: int) -> list[Path]:
     return found
 
 
-def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Path) -> None:
+def test_prewarmed_bin_switches_without_reload(
+    prewarm_spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     internals = SparkInternals(prewarm_spark)
     prewarm = internals.prewarmer()
     assert prewarm.available()
@@ -157,10 +160,23 @@ def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Pat
         target = next(e for e in hosts if e != owner)
         store = Path(workload.checkpoint) / "state" / "0" / str(moved)
 
-        # 1. Load the bin on the target while the owner serves it (off the batch path).
-        loaded = internals.prewarm(query, [moved], target, hosts[target])
+        # 1. Load the bin on the target while the owner serves it (off the batch path). No
+        #    poll job may answer: the load's answer arrives through the block manager.
+        with monkeypatch.context() as patched:
+            patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
+            loaded = internals.prewarm(query, [moved], target, hosts[target])
         assert [r["status"] for r in loaded] == ["loaded"], [r.get("error") for r in loaded]
         prewarm_version = int(loaded[0]["version"])
+
+        # 1b. An answer whose announcement is lost still arrives, by the poll job (the
+        #     control bin, whose copy is then released: it moves the plain way below).
+        with monkeypatch.context() as patched:
+            patched.setattr(spark_prewarm, "PREWARM_POLL_S", 0.5)
+            patched.setattr(spark_prewarm.StatePrewarm, "_announced", lambda *_: [])
+            polled = internals.prewarm(query, [control], target, hosts[target])
+        assert [r["status"] for r in polled] == ["loaded"], [r.get("error") for r in polled]
+        released = prewarm.release(query, [control], target, hosts[target])
+        assert [r["status"] for r in released] == ["released"], released
 
         # 2. The owner keeps serving it; the copy on the target survives the target's own
         #    state-store tasks and maintenance (every 1 s); the coordinator did not move.
@@ -177,7 +193,7 @@ def test_prewarmed_bin_switches_without_reload(prewarm_spark: Any, tmp_path: Pat
         def switch() -> list[dict[str, Any]]:
             for path in older_files(store, prewarm_version):
                 path.rename(hidden / path.name)
-            results = internals.switch_prewarmed(query, [moved], target, hosts[target])
+            results = internals.switch_prewarmed(query, [(moved, target, hosts[target])])
             internals.set_location(query, control, target, hosts[target])
             return results
 

@@ -65,13 +65,11 @@ class PrewarmingInternals(FakeInternals):
             for b in bins
         ]
 
-    def switch_prewarmed(
-        self, query: Any, bins: Any, target: str, host: str, stores: Any, *, version: int
-    ) -> list[Any]:
-        for b in bins:
+    def switch_prewarmed(self, query: Any, moves: Any, stores: Any, *, version: int) -> list[Any]:
+        for b, target, host in moves:
             self.set_location(query, b, target, host, stores)
             self.switched.append((b, version))
-        return [{"partition": b, "status": "activated"} for b in bins]
+        return [{"partition": b, "status": "activated"} for b, _, _ in moves]
 
 
 def mover_for(fake: PrewarmingInternals, bins: int, **options: Any) -> BinMover:
@@ -201,9 +199,20 @@ def test_without_prewarm_nothing_is_loaded() -> None:
     assert migration.to_dict()["prewarmFallback"] is None
 
 
-def test_the_actions_migration_prewarm_reaches_the_mover() -> None:
+@pytest.mark.parametrize(
+    ("migration", "prewarmed"),
+    [
+        ({"strategy": "fluid", "prewarm": True}, {0}),
+        ({"strategy": "fluid"}, {0}),  # an older agent's action: the spec's default, on
+        ({"strategy": "fluid", "prewarm": False}, set()),
+    ],
+)
+def test_the_actions_migration_prewarm_reaches_the_mover(
+    migration: dict[str, Any], prewarmed: set[int]
+) -> None:
     """`spec.migration.prewarm` travels in the driver action's `migration` (as the agent
-    copies the spec's) to `BinMover.submit`."""
+    copies the spec's) to `BinMover.submit`; without it, the Reconfiguration's default
+    (prewarm) holds."""
     from swivel.jobs.migration.actions import MigrationActions
 
     fake = PrewarmingInternals(4)
@@ -216,7 +225,7 @@ def test_the_actions_migration_prewarm_reaches_the_mover() -> None:
         "seq": 1,
         "action": "move-bins",
         "planId": "p-1",
-        "migration": {"strategy": "fluid", "prewarm": True},
+        "migration": migration,
         "plan": plan.to_dict(),
     }
     assert actions.handle(action)
@@ -225,8 +234,17 @@ def test_the_actions_migration_prewarm_reaches_the_mover() -> None:
     while not mover.history[0].done.is_set() and batch < 20:
         batch = drive(fake, mover, batch, 1)
         time.sleep(0.02)
-    assert mover.history[0].prewarmed == {0}
-    assert reports[-1]["binsPrewarmed"] == 1 and reports[-1]["planId"] == "p-1"
+    assert mover.history[0].prewarmed == prewarmed
+    assert fake.coordinator[0] == "1"
+    assert reports[-1]["binsPrewarmed"] == len(prewarmed) and reports[-1]["planId"] == "p-1"
+
+
+def test_a_reconfiguration_prewarms_unless_it_says_false() -> None:
+    """The default a user meets: state moves ahead of the switch (Megaphone)."""
+    from swivel.api.reconfiguration import MigrationSpec
+
+    assert MigrationSpec().prewarm is True
+    assert MigrationSpec.model_validate({"prewarm": False}).prewarm is False
 
 
 class GiverSnapshots:

@@ -64,6 +64,11 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManager;
+import org.apache.spark.storage.BlockResult;
+import org.apache.spark.storage.StorageLevel;
+import org.apache.spark.storage.TestBlockId;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.Option;
 import scala.Tuple2;
@@ -72,8 +77,8 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
-  /** Bumped when the wire format of `run` changes; the Python side checks it. */
-  public static final int API = 3;
+  /** Bumped when the wire format of `run` or `announced` changes; the Python side checks it. */
+  public static final int API = 4;
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   private static final String JOB_DESCRIPTION = "spark.job.description";
@@ -112,6 +117,89 @@ public final class StatePrewarm {
   /** `API`, as a method: py4j reaches static methods more reliably than static fields. */
   public static int api() {
     return API;
+  }
+
+  /** One store of one bin of one query run: the key of its load and of its answer. */
+  static String answerKey(String root, long operatorId, int partition, String storeName,
+      String runId) {
+    return root + "|" + operatorId + "|" + partition + "|" + storeName + "|" + runId;
+  }
+
+  // -- a finished load's answer, announced through the block manager ----------------------
+  //
+  // A poll is a Spark job: its task waits for a slot while a batch runs and then holds one
+  // that a batch task wanted. So the loader thread announces its answer as a tiny block
+  // (the executor's BlockManager tells the driver's BlockManagerMaster that it holds it),
+  // and the driver reads it with no job at all: a look-up in the master and one fetch.
+
+  /** The block that carries the answer of the load `key`. */
+  static BlockId answerBlock(String key) {
+    UUID id = UUID.nameUUIDFromBytes(key.getBytes(StandardCharsets.UTF_8));
+    return TestBlockId.apply("swivel-prewarm-" + id);
+  }
+
+  /**
+   * Executor side: publish a finished load's answer. A failure only costs time: the answer
+   * stays in LOADS, where the driver's occasional poll job still finds it.
+   */
+  static void announce(String key, String answer) {
+    try {
+      SparkEnv.get().blockManager().putSingle(answerBlock(key), answer,
+          StorageLevel.MEMORY_ONLY(), true, ClassTag$.MODULE$.apply(String.class));
+    } catch (Throwable e) {
+      // answered by the poll job instead
+    }
+  }
+
+  /** Executor side: drop an answer that no longer holds (a new load, a switch, a release). */
+  static void withdraw(String key) {
+    try {
+      BlockManager blocks = SparkEnv.get().blockManager();
+      BlockId block = answerBlock(key);
+      if (blocks.getStatus(block).isDefined()) {
+        blocks.removeBlock(block, true);
+      }
+    } catch (Throwable e) {
+      // a stale answer is also told apart by the driver: it asks only while it waits
+    }
+  }
+
+  /**
+   * Driver side: the answers announced so far by the loads of `partitions` (one JSON per
+   * answered store, as `poll` would return it); a partition not yet answered is left out.
+   * Runs no Spark job.
+   */
+  public static List<String> announced(String root, long operatorId, String storeName,
+      String runId, List<Integer> partitions) {
+    BlockManager blocks = SparkEnv.get().blockManager();
+    List<String> answers = new ArrayList<>();
+    for (Integer partition : partitions) {
+      BlockId block = answerBlock(answerKey(root, operatorId, partition, storeName, runId));
+      try {
+        Option<BlockResult> found = blocks.getLocalValues(block);  // local mode: same JVM
+        if (found.isEmpty() && blocks.master().contains(block)) {
+          found = blocks.getRemoteValues(block, ClassTag$.MODULE$.apply(String.class));
+        }
+        if (found.isDefined()) {
+          scala.collection.Iterator<Object> values = found.get().data();
+          String answer = values.hasNext() ? String.valueOf(values.next()) : null;
+          while (values.hasNext()) {
+            values.next();  // read to the end: that releases a local block's read lock
+          }
+          if (answer != null) {
+            answers.add(answer);
+          }
+        }
+      } catch (Throwable e) {
+        // not readable yet (or its executor just left): the poll job decides
+      }
+    }
+    return answers;
+  }
+
+  /** Driver side: whether `executorId`'s block manager is still registered (it is alive). */
+  public static boolean registered(String executorId) {
+    return SparkEnv.get().blockManager().master().getExecutorEndpointRef(executorId).isDefined();
   }
 
   /** The shadow run id of a query run: stable, so driver and executors agree on it. */
@@ -192,7 +280,7 @@ public final class StatePrewarm {
     }
 
     String key() {
-      return root + "|" + operatorId + "|" + partition + "|" + storeName + "|" + runId;
+      return answerKey(root, operatorId, partition, storeName, runId);
     }
   }
 
@@ -299,23 +387,28 @@ public final class StatePrewarm {
       String key = spec.key();
       if (StateStore$.MODULE$.isLoaded(spec.real())) {
         LOADS.remove(key);  // a poll must not answer with an earlier step's load of the bin
+        withdraw(key);
         return out.put("status", "already-loaded").toString();
       }
       Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
           .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
           .put("action", "prewarm");
+      withdraw(key);  // an earlier step's answer for the bin must not answer this load
       FutureTask<String> task = new FutureTask<>(() -> {
         RUNNING.add(key);
+        String result;
         try {
           if (LOADS.get(key) == null) {  // released while it waited in the queue
             return answer.put("status", "released").toString();
           }
-          return prewarm(spec, answer);
+          result = prewarm(spec, answer);
         } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
-          return answer.put("status", "failed").put("error", describe(e)).toString();
+          result = answer.put("status", "failed").put("error", describe(e)).toString();
         } finally {
           RUNNING.remove(key);
         }
+        announce(key, result);
+        return result;
       });
       LOADS.put(key, task);  // recorded before it can run: it looks itself up
       LOADER.execute(task);
@@ -361,6 +454,7 @@ public final class StatePrewarm {
 
     private String activate(Spec spec, Json out) throws Exception {
       LOADS.remove(spec.key());
+      withdraw(spec.key());
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
       if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
@@ -432,6 +526,7 @@ public final class StatePrewarm {
         // its record gone and loads nothing)
         pending.get(RELEASE_WAIT_S, TimeUnit.SECONDS);
       }
+      withdraw(spec.key());  // after the wait: a running load announces as it ends
       StateStoreProviderId shadow = spec.shadow();
       HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
       Option<StateStoreProvider> found;
