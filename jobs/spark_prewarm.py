@@ -20,14 +20,15 @@ own provider id reports itself to the StateStoreCoordinator as the bin's active 
 evicted by the executor's next state-store task or by maintenance. So the prewarm loads
 the bin under a *shadow* provider id (same StateStoreId, hence the same checkpoint files;
 another queryRunId, which the scheduler never asks about), and `switch` re-points the real
-id and re-keys the loaded provider to it on the target (a one-task job per target).
+id and re-keys the loaded provider to it on the target (one job for the step, a task per
+bin on its target).
 Stores of both kinds are supported: single-column-family stores (schema files v1/v2:
 streaming aggregations, dedup, (flat)mapGroupsWithState, applyInPandasWithState), whose
 schemas are read from the checkpoint, and transformWithState's column-family stores (schema
 v3, Swivel's keyed operators), opened as the operator opens them. On RocksDB a loaded
 database is reused only at the exact version a task asks for, so `switch` first tops the
-copy up to the version the next batch reads (in the same one-task job on the target, from
-the local files it already holds plus the changelogs since). `refusal()` names the settings
+copy up to the version the next batch reads (in the same task on the target, from the
+local files it already holds plus the changelogs since). `refusal()` names the settings
 under which no prewarm is safe; callers then move bins the plain way.
 """
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -48,7 +50,7 @@ HELPER_API = 4
 # Spark job (one short task per bin, which waits for a slot beside the batch: only for an
 # answer whose announcement failed), and how long it waits for the loads at most.
 PREWARM_ANSWER_S = 0.2
-PREWARM_POLL_S = 10.0
+PREWARM_POLL_S = 30.0
 PREWARM_TIMEOUT_S = 180.0
 PREWARM_LOST_ROUNDS = 25  # reads in a row (5 s) that found the target's block manager gone
 RELEASED_EXECUTOR = "swivel-released"
@@ -147,7 +149,10 @@ class StatePrewarm:
         bins = list(bins)
         if version is None:
             version = self.committed_version(query)
-        started = self._run("load", query, bins, target, host=host, stores=stores, version=version)
+        load_id = uuid.uuid4().hex  # names this call's answers: no older load's can pass for one
+        started = self._run(
+            "load", query, bins, target, host=host, stores=stores, version=version, load_id=load_id
+        )
         answers = {_store_key(r): r for r in started if r.get("status") != "loading"}
         waiting = {int(r["partition"]) for r in started if r.get("status") == "loading"}
         deadline = time.monotonic() + timeout_s
@@ -157,19 +162,18 @@ class StatePrewarm:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
             time.sleep(PREWARM_ANSWER_S)
-            # an answer another executor still announces is an older load's, not this one's
-            found = [
-                r
-                for r in self._announced(query, sorted(waiting), stores)
-                if r.get("executor") == target
-            ]
+            found: list[dict[str, Any]] = []
+            if self._helper().registered(target):
+                gone = 0
+                found = self._announced(query, sorted(waiting), stores, load_id)
+            else:  # no fetch from a block manager that left: it could hang on its address
+                gone += 1
+                if gone >= PREWARM_LOST_ROUNDS:
+                    raise RuntimeError(f"executor {target} is gone (its block manager left)")
             if time.monotonic() - last_poll >= PREWARM_POLL_S:
                 last_poll = time.monotonic()
                 polled = self._run("poll", query, sorted(waiting), target, host=host, stores=stores)
-                found += [r for r in polled if r.get("status") not in ("wrong-executor", "loading")]
-            gone = 0 if self._helper().registered(target) else gone + 1
-            if gone >= PREWARM_LOST_ROUNDS:
-                raise RuntimeError(f"executor {target} is gone (its block manager left)")
+                found += [r for r in polled if _answers(r, load_id)]
             for result in found:
                 # a store answered earlier keeps that answer (a later poll could only repeat
                 # it, or answer `no-load` once an activation dropped the record)
@@ -178,15 +182,15 @@ class StatePrewarm:
         return list(answers.values())
 
     def _announced(
-        self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]]
+        self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]], load_id: str
     ) -> list[dict[str, Any]]:
-        """The answers the loads of `bins` announced so far (no Spark job)."""
+        """The answers load `load_id` announced so far for `bins` (no Spark job)."""
         helper = self._helper()
         root = self.internals.state_root(query)
         run_id = str(query.runId)
         found: list[dict[str, Any]] = []
         for operator, store in stores:
-            answers = helper.announced(root, operator, store, run_id, list(bins))
+            answers = helper.announced(root, operator, store, run_id, load_id, list(bins))
             found.extend(json.loads(str(a)) for a in answers)
         return found
 
@@ -210,10 +214,10 @@ class StatePrewarm:
             version = self.committed_version(query)
         for bin_id, target, host in moves:
             self.internals.set_location(query, bin_id, target, host, stores)
-        results = self._run_placed("activate", query, moves, stores=stores, version=version)
-        for bin_id, _target, host in moves:
-            self._release_shadows(query, [bin_id], host, stores)
-        return results
+        try:
+            return self._run_placed("activate", query, moves, stores=stores, version=version)
+        finally:  # activated or not, no shadow copy may stay active anywhere
+            self._release_shadows(query, [bin_id for bin_id, _, _ in moves], stores)
 
     def release(
         self,
@@ -227,7 +231,7 @@ class StatePrewarm:
         """Drop prewarmed copies that will not be switched (a cancelled step)."""
         bins = list(bins)
         results = self._run("release", query, bins, target, host=host, stores=stores)
-        self._release_shadows(query, bins, host, stores)
+        self._release_shadows(query, bins, stores)
         return results
 
     def probe(
@@ -282,9 +286,12 @@ class StatePrewarm:
         host: str,
         stores: Sequence[tuple[int, str]],
         version: int = 0,
+        load_id: str = "",
     ) -> list[dict[str, Any]]:
         placed = [(b, executor, host) for b in bins]
-        return self._run_placed(action, query, placed, stores=stores, version=version)
+        return self._run_placed(
+            action, query, placed, stores=stores, version=version, load_id=load_id
+        )
 
     def _run_placed(
         self,
@@ -294,6 +301,7 @@ class StatePrewarm:
         *,
         stores: Sequence[tuple[int, str]],
         version: int = 0,
+        load_id: str = "",
     ) -> list[dict[str, Any]]:
         """`action` for each (bin, executor, host), one task each on its executor, in one
         Spark job per store."""
@@ -323,6 +331,7 @@ class StatePrewarm:
                 operator,
                 store,
                 run_id,
+                load_id,
                 version,
                 key_json,
                 value_json,
@@ -332,10 +341,11 @@ class StatePrewarm:
         return results
 
     def _release_shadows(
-        self, query: Any, bins: Iterable[int], host: str, stores: Sequence[tuple[int, str]]
+        self, query: Any, bins: Iterable[int], stores: Sequence[tuple[int, str]]
     ) -> None:
-        """Point each shadow id at no executor: a shadow copy left anywhere is then not the
-        active instance, and that executor's maintenance unloads it."""
+        """Point each shadow id at no executor (`RELEASED_EXECUTOR` on a host of that name):
+        a shadow copy left anywhere is then not the active instance, and that executor's
+        maintenance unloads it."""
         helper = self._helper()
         shadow_run = str(helper.shadowRunId(str(query.runId)))
         root = self.internals.state_root(query)
@@ -345,7 +355,15 @@ class StatePrewarm:
             for operator, store in stores:
                 store_id = state.StateStoreId(root, operator, bin_id, store)
                 shadow = state.StateStoreProviderId(store_id, run_uuid)
-                self.internals._report_active(shadow, host, RELEASED_EXECUTOR)
+                self.internals._report_active(shadow, RELEASED_EXECUTOR, RELEASED_EXECUTOR)
+
+
+def _answers(result: dict[str, Any], load_id: str) -> bool:
+    """Whether a poll's answer ends the wait of load `load_id`: its own answer, or `no-load`
+    (the target holds no load of the bin: it lost it)."""
+    if result.get("status") == "no-load":
+        return True
+    return result.get("status") != "loading" and result.get("load_id") == load_id
 
 
 def _store_key(result: dict[str, Any]) -> tuple[int, int, str]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
-from swivel.jobs.spark_internals import SparkInternals
+from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.SnapshotPhases"
 HELPER_API = 3
@@ -32,6 +32,8 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 EVERY_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 SPARK_DEFAULT_EVERY = 10
+MAINTENANCE_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
+SPARK_DEFAULT_MAINTENANCE_S = 60.0
 
 
 @dataclass
@@ -89,6 +91,45 @@ class SnapshotPhases:
             if executor in hosts and bins
         ]
         return self._run(query, "next", entries)
+
+    def maintenance_interval_s(self, query: Any) -> float:
+        """How often the executors' maintenance uploads the snapshots a commit took."""
+        value = self.internals.query_setting(query, MAINTENANCE_KEY).strip()
+        if not value:
+            return SPARK_DEFAULT_MAINTENANCE_S
+        utils = self.internals._jvm.org.apache.spark.network.util.JavaUtils
+        return float(utils.timeStringAsMs(value)) / 1e3
+
+    def uploaded_after(
+        self, query: Any, bins: list[int], stores: list[tuple[int, str]], version: int
+    ) -> set[int]:
+        """The bins of `bins` whose every store has a snapshot newer than `version` in the
+        checkpoint (`<op>/<bin>[/<store>]/<v>.zip`, uploaded by maintenance): read from the
+        checkpoint's file system on the driver, no Spark job."""
+        jvm = self.internals._jvm
+        session = self.internals.query_session(query)
+        conf = session.sessionState().newHadoopConf()
+        root = self.internals.state_root(query)
+        done: set[int] = set()
+        for bin_id in bins:
+            for operator, store in stores:
+                folder = f"{root}/{operator}/{bin_id}"
+                if store != STORE_DEFAULT:
+                    folder = f"{folder}/{store}"
+                path = jvm.org.apache.hadoop.fs.Path(folder)
+                fs = path.getFileSystem(conf)
+                if not fs.exists(path):
+                    break
+                names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
+                newest = max(
+                    (int(n[:-4]) for n in names if n.endswith(".zip") and n[:-4].isdigit()),
+                    default=-1,
+                )
+                if newest <= version:
+                    break
+            else:
+                done.add(bin_id)
+        return done
 
     def _executors(self) -> list[str]:
         """`id\thost` of every active executor."""

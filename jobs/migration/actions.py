@@ -31,15 +31,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from swivel.api.reconfiguration import MigrationSpec
 from swivel.controllers.errors import PlanningError
 from swivel.controllers.migration import MigrationPlan
 from swivel.jobs.agent.driver_actions import MIGRATION_ACTIONS
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.migration.migrations import Migration
-
-# An action without the flag (an older agent's) gets the Reconfiguration's default.
-PREWARM_DEFAULT = MigrationSpec().prewarm
+from swivel.jobs.migration.migrations import PREWARM_DEFAULT, Migration
 
 Reporter = Callable[[dict[str, Any]], None]
 

@@ -16,8 +16,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from swivel.api.reconfiguration import MigrationSpec
 from swivel.controllers.metatopology import MetaTopology
 from swivel.controllers.migration import MigrationPlan, Move
+
+# The product's default for a migration the user did not say how to carry out (a
+# Reconfiguration without spec.migration.prewarm, the driver's own policy rounds): the
+# Reconfiguration model owns it. BinMover's own API moves plainly unless asked.
+PREWARM_DEFAULT = MigrationSpec().prewarm
 
 
 @dataclass

@@ -51,7 +51,7 @@ from swivel.controllers.flux import (
 )
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.metrics import LoadSnapshot, collect_loads, measure
-from swivel.jobs.migration.migrations import Migration
+from swivel.jobs.migration.migrations import PREWARM_DEFAULT, Migration
 from swivel.protocol.loads import ServedLoads
 
 POLICIES = ("rebalance", "memory", "aimd")
@@ -128,7 +128,9 @@ def run_round(
     migration = None
     started = time.monotonic()
     if decision.moves:
-        migration = mover.migrate(decision.target_assignment, strategy, batch_size=batch_size)
+        migration = mover.migrate(
+            decision.target_assignment, strategy, batch_size=batch_size, prewarm=PREWARM_DEFAULT
+        )
         migration.kind = f"policy-{policy}"
         mover.wait(migration, wait_s)
     took = time.monotonic() - started

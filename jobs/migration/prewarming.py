@@ -28,6 +28,12 @@ from swivel.jobs.spark_internals import SparkInternals
 
 Stores = Callable[[], list[tuple[int, str]]]
 
+# A step whose givers snapshot ahead switches once maintenance has uploaded those snapshots
+# (their top-ups then replay a version or two), waiting at most one maintenance interval
+# and a second; with an interval above this (Spark's default is 60 s) it does not wait.
+UPLOAD_WAIT_MAX_S = 15.0
+UPLOAD_CHECK_S = 0.2
+
 
 def prewarm_refusal(internals: SparkInternals, query: Any) -> str | None:
     """Why this query's bins cannot be prewarmed here, or None."""
@@ -48,7 +54,8 @@ class StepPrewarm:
     hosts: dict[str, str]
     error: str | None = None
     load_ms: float = 0.0
-    snapshot_ahead: str | None = None  # None: the givers were asked to snapshot the bins
+    # None: the givers snapshotted the bins and maintenance uploaded them before the switch
+    snapshot_ahead: str | None = None
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
@@ -81,6 +88,7 @@ class StepPrewarm:
         """Load the step's bins on all its targets at once (each target's loads run on its
         own loader thread), and wait for every answer."""
         began = time.monotonic()
+        asked_at = self._committed_version()
         self.snapshot_ahead = self._snapshot_givers()
         try:
             answers = self._on_targets(
@@ -94,6 +102,8 @@ class StepPrewarm:
                     raise RuntimeError(
                         f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
                     )
+            if self.snapshot_ahead is None and asked_at is not None:
+                self.snapshot_ahead = self._await_uploads(asked_at)
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:
@@ -120,6 +130,38 @@ class StepPrewarm:
         if report.missed:
             return f"no task reached giver(s) {', '.join(report.missed)}"
         return None
+
+    def _committed_version(self) -> int | None:
+        try:
+            return int(self.internals.prewarmer().committed_version(self.query))
+        except Exception:  # no batch yet: nothing to wait for
+            return None
+
+    def _await_uploads(self, asked_at: int) -> str | None:
+        """Wait until every bin of the step has a snapshot newer than `asked_at` in the
+        checkpoint (the one its giver took at its next commit, once maintenance uploaded
+        it), at most one maintenance interval and a second. None when they all have;
+        otherwise why not (their top-ups then replay from the bins' earlier snapshots)."""
+        phases = self.internals.snapshot_phases()
+        interval = phases.maintenance_interval_s(self.query)
+        if interval + 1.0 > UPLOAD_WAIT_MAX_S:
+            return (
+                f"maintenance every {interval:.0f} s: the switch does not wait for the "
+                "givers' snapshots to be uploaded"
+            )
+        bins = sorted(move.bin for move in self.moves)
+        stores = self.stores()
+        deadline = time.monotonic() + interval + 1.0
+        while True:
+            missing = set(bins) - phases.uploaded_after(self.query, bins, stores, asked_at)
+            if not missing:
+                return None
+            if time.monotonic() > deadline:
+                return (
+                    f"bins {sorted(missing)}: no snapshot newer than version {asked_at} was "
+                    f"uploaded within {interval + 1.0:.0f} s"
+                )
+            time.sleep(UPLOAD_CHECK_S)
 
     def switch(self, batch_id: int) -> dict[int, str]:
         """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded

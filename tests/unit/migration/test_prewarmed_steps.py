@@ -28,6 +28,9 @@ class FakePrewarmer:
     def refusal(self, query: Any) -> str | None:
         return self.owner.refuses
 
+    def committed_version(self, query: Any) -> int:
+        return self.owner.committed
+
     def release(self, query: Any, bins: Any, target: str, host: str, **_: Any) -> list[Any]:
         self.owner.released += list(bins)
         return []
@@ -39,6 +42,7 @@ class PrewarmingInternals(FakeInternals):
     def __init__(self, bins: int) -> None:
         super().__init__(bins)
         self.jar_built = True
+        self.committed = 5  # the version the last batch committed
         self.refuses: str | None = None
         self.load_fails = False  # the load raises (the executor was lost)
         self.load_answer = "loaded"  # what the executor's loader thread answered
@@ -255,6 +259,17 @@ class GiverSnapshots:
         self.owner = owner
         self.missed = list(missed)
         self.asked: list[tuple[dict[str, list[int]], list[tuple[int, str]]]] = []
+        self.maintenance_s = 0.5
+        self.uploaded = threading.Event()  # maintenance uploaded the givers' snapshots
+        self.uploaded.set()
+        self.upload_checks: list[int] = []  # the version each check asked to be passed
+
+    def maintenance_interval_s(self, query: Any) -> float:
+        return self.maintenance_s
+
+    def uploaded_after(self, query: Any, bins: list[int], stores: Any, version: int) -> set[int]:
+        self.upload_checks.append(version)
+        return set(bins) if self.uploaded.is_set() else set()
 
     def applies(self, query: Any) -> str | None:
         return None
@@ -281,5 +296,49 @@ def test_the_givers_snapshot_the_step_s_bins_before_it_loads(missed: tuple[str, 
     assert phases.asked == [({"0": [0]}, [])]  # bin 0's giver, before any load
     ((step, _),) = mover._prewarmed._steps.values()
     assert step.snapshot_ahead == ("no task reached giver(s) 0" if missed else None)
+    assert phases.upload_checks == ([] if missed else [5])  # newer than when it asked
     drive(fake, mover, batch, 3)
     assert migration.phase == "Completed" and migration.prewarmed == {0}
+
+
+def test_a_step_switches_once_the_givers_snapshots_are_uploaded() -> None:
+    """Its top-up then replays a version or two, not up to an interval of changelogs."""
+    fake = PrewarmingInternals(4)
+    phases = GiverSnapshots(fake)
+    phases.uploaded.clear()
+    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    batch = drive(fake, mover, 0, 1)  # the step's prewarm starts and loads at once
+    until(lambda: fake.loaded == [(0, "1")])
+    until(lambda: len(phases.upload_checks) >= 2)
+    batch = drive(fake, mover, batch, 2)
+    assert fake.switched == []  # loaded, but the snapshot is not uploaded yet
+    phases.uploaded.set()
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    ((step, _),) = mover._prewarmed._steps.values()
+    assert step.snapshot_ahead is None
+    drive(fake, mover, batch, 3)
+    assert migration.phase == "Completed" and migration.prewarmed == {0}
+
+
+@pytest.mark.parametrize("maintenance_s", [0.2, 60.0])
+def test_a_step_does_not_wait_past_one_maintenance_interval(maintenance_s: float) -> None:
+    """With an upload that does not come, the step switches after one maintenance interval
+    and a second; with Spark's default interval (60 s) it does not wait at all. Either way
+    the reason is recorded."""
+    fake = PrewarmingInternals(4)
+    phases = GiverSnapshots(fake)
+    phases.uploaded.clear()
+    phases.maintenance_s = maintenance_s
+    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
+    mover, _ = prewarmed_move_of_bin_0(fake)
+    drive(fake, mover, 0, 1)
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()), timeout=5.0)
+    ((step, _),) = mover._prewarmed._steps.values()
+    if maintenance_s > 10:
+        assert step.snapshot_ahead is not None and "does not wait" in step.snapshot_ahead
+        assert phases.upload_checks == []
+    else:
+        assert step.snapshot_ahead == (
+            "bins [0]: no snapshot newer than version 5 was uploaded within 1 s"
+        )

@@ -61,9 +61,9 @@ def migration_conf(config: BenchConfig) -> dict[str, str]:
       bin moved back later is a real reload, not a cache hit.
     - `spark.locality.wait` 30 s: the placement is Swivel's; with 3 s an idle executor
       takes a busy one's bins and the strategies would not start alike.
-    - The status store keeps 20 000 jobs and stages (Spark keeps 1 000): a prewarm polls its
-      loads with a job every 0.5 s, and the worst batches' breakdowns and task lists are
-      read from it after the runs.
+    - The status store keeps 20 000 jobs and stages (Spark keeps 1 000): the worst
+      batches' breakdowns and task lists are read from it after the runs, and every
+      prewarm, staggering pass and switch is a job of its own.
     """
     return {
         "spark.sql.streaming.numRecentProgressUpdates": "2000",

@@ -37,6 +37,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -106,6 +107,13 @@ public final class StatePrewarm {
     return thread;
   });
 
+  /**
+   * Executor side: the block of each key's announced answer. Announcing, and removing a load
+   * with its answer, happen under the LOADS lock, so an answer is announced only while its
+   * load is the key's current one.
+   */
+  private static final ConcurrentHashMap<String, BlockId> ANNOUNCED = new ConcurrentHashMap<>();
+
   /** Executor side: the keys whose load the loader thread is running now. */
   private static final Set<String> RUNNING = ConcurrentHashMap.newKeySet();
 
@@ -132,49 +140,56 @@ public final class StatePrewarm {
   // (the executor's BlockManager tells the driver's BlockManagerMaster that it holds it),
   // and the driver reads it with no job at all: a look-up in the master and one fetch.
 
-  /** The block that carries the answer of the load `key`. */
-  static BlockId answerBlock(String key) {
-    UUID id = UUID.nameUUIDFromBytes(key.getBytes(StandardCharsets.UTF_8));
+  /** The block that carries the answer of one load (`loadId`, made by the driver) of `key`. */
+  static BlockId answerBlock(String key, String loadId) {
+    UUID id = UUID.nameUUIDFromBytes((key + "|" + loadId).getBytes(StandardCharsets.UTF_8));
     return TestBlockId.apply("swivel-prewarm-" + id);
   }
 
   /**
-   * Executor side: publish a finished load's answer. A failure only costs time: the answer
-   * stays in LOADS, where the driver's occasional poll job still finds it.
+   * Executor side: publish a finished load's answer (called under the LOADS lock, only while
+   * the load is still the key's current one). A failure only costs time: the answer stays in
+   * LOADS, where the driver's occasional poll job still finds it.
    */
-  static void announce(String key, String answer) {
+  static void announce(String key, String loadId, String answer) {
     try {
-      SparkEnv.get().blockManager().putSingle(answerBlock(key), answer,
-          StorageLevel.MEMORY_ONLY(), true, ClassTag$.MODULE$.apply(String.class));
+      BlockId block = answerBlock(key, loadId);
+      SparkEnv.get().blockManager().putSingle(block, answer, StorageLevel.MEMORY_ONLY(), true,
+          ClassTag$.MODULE$.apply(String.class));
+      BlockId earlier = ANNOUNCED.put(key, block);
+      if (earlier != null && !earlier.equals(block)) {
+        SparkEnv.get().blockManager().removeBlock(earlier, true);
+      }
     } catch (Throwable e) {
       // answered by the poll job instead
     }
   }
 
-  /** Executor side: drop an answer that no longer holds (a new load, a switch, a release). */
+  /** Executor side: drop the key's announced answer (a new load, a switch, a release). */
   static void withdraw(String key) {
+    BlockId block = ANNOUNCED.remove(key);
+    if (block == null) {
+      return;
+    }
     try {
-      BlockManager blocks = SparkEnv.get().blockManager();
-      BlockId block = answerBlock(key);
-      if (blocks.getStatus(block).isDefined()) {
-        blocks.removeBlock(block, true);
-      }
+      SparkEnv.get().blockManager().removeBlock(block, true);
     } catch (Throwable e) {
-      // a stale answer is also told apart by the driver: it asks only while it waits
+      // a leftover answer names its load: the driver never takes it for another one's
     }
   }
 
   /**
-   * Driver side: the answers announced so far by the loads of `partitions` (one JSON per
-   * answered store, as `poll` would return it); a partition not yet answered is left out.
-   * Runs no Spark job.
+   * Driver side: the answers that load `loadId` has announced so far for `partitions` (one
+   * JSON per answered store, as `poll` would return it); a partition not yet answered is
+   * left out. Runs no Spark job. Only another load's id could name another answer.
    */
   public static List<String> announced(String root, long operatorId, String storeName,
-      String runId, List<Integer> partitions) {
+      String runId, String loadId, List<Integer> partitions) {
     BlockManager blocks = SparkEnv.get().blockManager();
     List<String> answers = new ArrayList<>();
     for (Integer partition : partitions) {
-      BlockId block = answerBlock(answerKey(root, operatorId, partition, storeName, runId));
+      String key = answerKey(root, operatorId, partition, storeName, runId);
+      BlockId block = answerBlock(key, loadId);
       try {
         Option<BlockResult> found = blocks.getLocalValues(block);  // local mode: same JVM
         if (found.isEmpty() && blocks.master().contains(block)) {
@@ -245,6 +260,8 @@ public final class StatePrewarm {
     final int partition;
     final String storeName;
     final String runId;
+    /** The driver's id of one load call (`load`, `poll`): its answer names it. */
+    final String loadId;
     final long version;
     final String keySchema;
     final String valueSchema;
@@ -252,8 +269,8 @@ public final class StatePrewarm {
     final boolean columnFamilies;
 
     Spec(String action, String executorId, String root, long operatorId, int partition,
-        String storeName, String runId, long version, String keySchema, String valueSchema,
-        boolean columnFamilies) {
+        String storeName, String runId, String loadId, long version, String keySchema,
+        String valueSchema, boolean columnFamilies) {
       this.action = action;
       this.executorId = executorId;
       this.root = root;
@@ -261,6 +278,7 @@ public final class StatePrewarm {
       this.partition = partition;
       this.storeName = storeName;
       this.runId = runId;
+      this.loadId = loadId;
       this.version = version;
       this.keySchema = keySchema;
       this.valueSchema = valueSchema;
@@ -294,7 +312,7 @@ public final class StatePrewarm {
    */
   public static List<String> run(SparkContext sc, SQLConf sqlConf, Configuration hadoopConf,
       String action, List<String> targets, String root, long operatorId, String storeName,
-      String runId, long version, String keySchema, String valueSchema,
+      String runId, String loadId, long version, String keySchema, String valueSchema,
       boolean columnFamilies) {
     List<Tuple2<Spec, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String target : targets) {
@@ -303,7 +321,7 @@ public final class StatePrewarm {
       String executorId = parts[1];
       String host = parts[2];
       Spec spec = new Spec(action, executorId, root, operatorId, partition, storeName, runId,
-          version, keySchema, valueSchema, columnFamilies);
+          loadId, version, keySchema, valueSchema, columnFamilies);
       List<String> where = new ArrayList<>();
       where.add("executor_" + host + "_" + executorId);
       items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
@@ -349,7 +367,11 @@ public final class StatePrewarm {
         case "poll":
           return poll(spec, out);
         case "activate":
-          return activate(spec, out);
+          try {
+            return activate(spec, out);
+          } catch (Throwable e) {  // answered, not thrown: one bin's failure fails no job
+            return out.put("status", "failed").put("error", describe(e)).toString();
+          }
         case "probe":
           return probe(spec, out);
         case "release":
@@ -385,34 +407,52 @@ public final class StatePrewarm {
      */
     private String load(Spec spec, Json out) throws Exception {
       String key = spec.key();
+      out.put("load_id", spec.loadId);
       if (StateStore$.MODULE$.isLoaded(spec.real())) {
-        LOADS.remove(key);  // a poll must not answer with an earlier step's load of the bin
-        withdraw(key);
+        forget(key);  // a poll must not answer with an earlier step's load of the bin
         return out.put("status", "already-loaded").toString();
       }
       Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
           .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
-          .put("action", "prewarm");
-      withdraw(key);  // an earlier step's answer for the bin must not answer this load
+          .put("action", "prewarm").put("load_id", spec.loadId);
+      AtomicReference<Future<String>> self = new AtomicReference<>();
       FutureTask<String> task = new FutureTask<>(() -> {
         RUNNING.add(key);
-        String result;
         try {
-          if (LOADS.get(key) == null) {  // released while it waited in the queue
+          if (LOADS.get(key) != self.get()) {  // released, or replaced, while it was queued
             return answer.put("status", "released").toString();
           }
-          result = prewarm(spec, answer);
-        } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
-          result = answer.put("status", "failed").put("error", describe(e)).toString();
+          String result;
+          try {
+            result = prewarm(spec, answer);
+          } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
+            result = answer.put("status", "failed").put("error", describe(e)).toString();
+          }
+          synchronized (LOADS) {  // announced only while this is still the key's load
+            if (LOADS.get(key) == self.get()) {
+              announce(key, spec.loadId, result);
+            }
+          }
+          return result;
         } finally {
           RUNNING.remove(key);
         }
-        announce(key, result);
-        return result;
       });
-      LOADS.put(key, task);  // recorded before it can run: it looks itself up
+      self.set(task);
+      synchronized (LOADS) {  // recorded before it can run: it looks itself up
+        LOADS.put(key, task);
+        withdraw(key);  // an earlier load's answer for the bin
+      }
       LOADER.execute(task);
       return out.put("status", "loading").toString();
+    }
+
+    /** Drops the key's load record and its announced answer, in one step. */
+    private Future<String> forget(String key) {
+      synchronized (LOADS) {
+        withdraw(key);
+        return LOADS.remove(key);
+      }
     }
 
     /** A started load's answer (as `prewarm`'s), `loading` while it runs, or `no-load`. */
@@ -453,8 +493,7 @@ public final class StatePrewarm {
     }
 
     private String activate(Spec spec, Json out) throws Exception {
-      LOADS.remove(spec.key());
-      withdraw(spec.key());
+      forget(spec.key());
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
       if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
@@ -520,13 +559,12 @@ public final class StatePrewarm {
     }
 
     private String release(Spec spec, Json out) throws Exception {
-      Future<String> pending = LOADS.remove(spec.key());
+      Future<String> pending = forget(spec.key());  // a running load then announces nothing
       if (pending != null && RUNNING.contains(spec.key())) {
         // a running load would put its copy back after the release (a queued one now finds
         // its record gone and loads nothing)
         pending.get(RELEASE_WAIT_S, TimeUnit.SECONDS);
       }
-      withdraw(spec.key());  // after the wait: a running load announces as it ends
       StateStoreProviderId shadow = spec.shadow();
       HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
       Option<StateStoreProvider> found;

@@ -1,0 +1,119 @@
+"""How a prewarm waits for its loads (`StatePrewarm.prewarm`): the answers come through the
+block manager with no Spark job, a poll job runs only as a fallback and takes only this
+load's answers, and a target whose block manager left ends the wait. The JVM side is a fake
+with switches (the real one runs in tests/integration/cluster/test_prewarm.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from swivel.jobs import spark_prewarm
+from swivel.jobs.spark_prewarm import StatePrewarm
+
+
+class FakeInternals:
+    _jvm = None
+
+
+class FakeHelper:
+    def __init__(self, owner: ScriptedPrewarm) -> None:
+        self.owner = owner
+
+    def registered(self, executor: str) -> bool:
+        self.owner.registered_reads += 1
+        return self.owner.target_registered
+
+
+class ScriptedPrewarm(StatePrewarm):
+    """The Spark jobs (`_run`) and the announcements (`_announced`) of one target, scripted:
+    `announce_after` reads before bin 7's answer is announced (None: never), `poll_answers`
+    what a poll job returns."""
+
+    def __init__(self) -> None:
+        super().__init__(FakeInternals())  # type: ignore[arg-type]
+        self.jobs: list[str] = []
+        self.load_ids: list[str] = []
+        self.announce_after: int | None = 2
+        self.announced_reads = 0
+        self.registered_reads = 0
+        self.target_registered = True
+        self.poll_answers: list[dict[str, Any]] = []
+
+    def _helper(self) -> Any:
+        return FakeHelper(self)
+
+    def _run(self, action: str, query: Any, bins: Any, executor: str, **kw: Any) -> list[Any]:
+        self.jobs.append(action)
+        if action == "load":
+            self.load_ids.append(kw["load_id"])
+            return [answer(b, "loading", kw["load_id"]) for b in bins]
+        return list(self.poll_answers)
+
+    def _announced(
+        self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]], load_id: str
+    ) -> list[dict[str, Any]]:
+        self.announced_reads += 1
+        if self.announce_after is None or self.announced_reads < self.announce_after:
+            return []
+        return [answer(b, "loaded", load_id) for b in bins]
+
+
+def answer(bin_id: int, status: str, load_id: str) -> dict[str, Any]:
+    return {"partition": bin_id, "operator": 0, "store": "default", "status": status,
+            "executor": "1", "load_id": load_id}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 0.001)
+
+
+def test_an_announced_answer_ends_the_wait_without_a_poll_job() -> None:
+    prewarm = ScriptedPrewarm()
+    results = prewarm.prewarm(None, [7], "1", "h", version=3)
+    assert [r["status"] for r in results] == ["loaded"]
+    assert results[0]["load_id"] == prewarm.load_ids[0]
+    assert prewarm.jobs == ["load"]  # the start only: no job read the answer
+
+
+def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    prewarm = ScriptedPrewarm()
+    prewarm.announce_after = None  # the announcement failed
+    prewarm.poll_answers = [answer(7, "loaded", "an-earlier-load"), answer(7, "loading", "")]
+    with pytest.raises(TimeoutError):
+        prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=0.2)
+    assert prewarm.jobs.count("poll") >= 2  # polled, and took neither answer
+    prewarm = ScriptedPrewarm()
+    prewarm.announce_after = None
+    prewarm.poll_answers = [answer(7, "loaded", "")]
+    original_run = prewarm._run
+
+    def run_naming_the_load(action: str, *args: Any, **kw: Any) -> list[Any]:
+        found = original_run(action, *args, **kw)
+        return [{**r, "load_id": prewarm.load_ids[0]} for r in found]
+
+    prewarm._run = run_naming_the_load  # type: ignore[method-assign]
+    results = prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=5.0)
+    assert [r["status"] for r in results] == ["loaded"] and "poll" in prewarm.jobs
+
+
+def test_a_target_whose_block_manager_left_ends_the_wait() -> None:
+    prewarm = ScriptedPrewarm()
+    prewarm.target_registered = False
+    with pytest.raises(RuntimeError, match="executor 1 is gone"):
+        prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=30.0)
+    assert prewarm.registered_reads == spark_prewarm.PREWARM_LOST_ROUNDS
+    assert prewarm.announced_reads == 0  # nothing is fetched from a block manager that left
+
+
+def test_each_call_names_its_own_load() -> None:
+    prewarm = ScriptedPrewarm()
+    prewarm.prewarm(None, [7], "1", "h", version=3)
+    prewarm.announced_reads = 0
+    prewarm.prewarm(None, [7], "1", "h", version=4)
+    first, second = prewarm.load_ids
+    assert first and second and first != second
