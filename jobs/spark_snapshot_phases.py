@@ -19,6 +19,7 @@ batch path, so it needs none of this.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,19 +114,12 @@ class SnapshotPhases:
         done: set[int] = set()
         for bin_id in bins:
             for operator, store in stores:
-                folder = f"{root}/{operator}/{bin_id}"
-                if store != STORE_DEFAULT:
-                    folder = f"{folder}/{store}"
-                path = jvm.org.apache.hadoop.fs.Path(folder)
+                path = jvm.org.apache.hadoop.fs.Path(store_folder(root, operator, bin_id, store))
                 fs = path.getFileSystem(conf)
                 if not fs.exists(path):
                     break
                 names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
-                newest = max(
-                    (int(n[:-4]) for n in names if n.endswith(".zip") and n[:-4].isdigit()),
-                    default=-1,
-                )
-                if newest <= version:
+                if newest_snapshot(names) <= version:
                     break
             else:
                 done.add(bin_id)
@@ -161,6 +155,20 @@ class SnapshotPhases:
             report.offset += int(answer["offset"])
             report.in_phase += int(answer["in_phase"])
         return report
+
+
+def store_folder(root: str, operator: int, partition: int, store: str) -> str:
+    """A store's checkpoint folder, as `StateStoreId.storeCheckpointLocation` names it."""
+    folder = f"{root}/{operator}/{partition}"
+    return folder if store == STORE_DEFAULT else f"{folder}/{store}"
+
+
+def newest_snapshot(names: Iterable[str]) -> int:
+    """The newest RocksDB snapshot version among a store folder's file names (`<v>.zip`,
+    checkpoint format v1), -1 without one; changelogs, checksums, temporary files and the
+    v2 format's `<v>_<id>.zip` are not snapshots of this kind."""
+    versions = [int(n[:-4]) for n in names if n.endswith(".zip") and n[:-4].isdigit()]
+    return max(versions, default=-1)
 
 
 __all__ = ["HelperUnavailableError", "PhaseReport", "SnapshotPhases"]

@@ -81,6 +81,9 @@ class Migration:
     prewarmed: set[int] = field(default_factory=set)
     prewarm_fallback: str = ""
     prewarm_ms: list[float] = field(default_factory=list)  # per switched step, its loads
+    # per switched step, why its top-ups did not replay from its givers' fresh snapshots
+    # (None: they did; StepPrewarm.snapshot_ahead)
+    snapshots_ahead: list[str | None] = field(default_factory=list)
 
     @property
     def moved(self) -> int:

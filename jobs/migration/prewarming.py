@@ -142,6 +142,12 @@ class StepPrewarm:
         checkpoint (the one its giver took at its next commit, once maintenance uploaded
         it), at most one maintenance interval and a second. None when they all have;
         otherwise why not (their top-ups then replay from the bins' earlier snapshots)."""
+        try:
+            return self._wait_for_uploads(asked_at)
+        except Exception as error:  # only the top-up's length depends on it
+            return f"{type(error).__name__}: {error}"
+
+    def _wait_for_uploads(self, asked_at: int) -> str | None:
         phases = self.internals.snapshot_phases()
         interval = phases.maintenance_interval_s(self.query)
         if interval + 1.0 > UPLOAD_WAIT_MAX_S:
@@ -260,6 +266,7 @@ class PrewarmedSteps:
             return set()
         migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
         migration.prewarm_ms.append(prewarm.load_ms)
+        migration.snapshots_ahead.append(prewarm.snapshot_ahead)
         return set(statuses)
 
     def drop(self, migration: Migration) -> None:

@@ -166,6 +166,7 @@ def test_prewarmed_bin_switches_without_reload(
             patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
             loaded = internals.prewarm(query, [moved], target, hosts[target])
         assert [r["status"] for r in loaded] == ["loaded"], [r.get("error") for r in loaded]
+        assert loaded[0]["loader"] == "nice 10", loaded  # the batch's tasks win the core
         prewarm_version = int(loaded[0]["version"])
 
         # 1b. An answer whose announcement is lost still arrives, by the poll job (the
@@ -308,6 +309,9 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         mover.wait(migration, 240)
         assert migration.phase == "Completed", migration.to_dict()
         assert (migration.prewarmed, migration.prewarm_fallback) == ({moved}, ""), migration
+        # the giver snapshotted the bin, and maintenance (every second here) uploaded it
+        # before the switch: the top-up replayed a version or two
+        assert migration.snapshots_ahead == [None], migration.snapshots_ahead
         assert moved_away, "no checkpoint file of the bin was found to move away"
         first = watch["switched_at"] + 1
         workload.wait_for_batch(first)

@@ -37,6 +37,7 @@ class ScriptedPrewarm(StatePrewarm):
         self.jobs: list[str] = []
         self.load_ids: list[str] = []
         self.announce_after: int | None = 2
+        self.blocks: dict[str, list[dict[str, Any]]] = {}  # load id -> its announced answers
         self.announced_reads = 0
         self.registered_reads = 0
         self.target_registered = True
@@ -56,9 +57,9 @@ class ScriptedPrewarm(StatePrewarm):
         self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]], load_id: str
     ) -> list[dict[str, Any]]:
         self.announced_reads += 1
-        if self.announce_after is None or self.announced_reads < self.announce_after:
-            return []
-        return [answer(b, "loaded", load_id) for b in bins]
+        if self.announce_after is not None and self.announced_reads >= self.announce_after:
+            self.blocks.setdefault(load_id, [answer(b, "loaded", load_id) for b in bins])
+        return list(self.blocks.get(load_id, []))  # only this load's blocks
 
 
 def answer(bin_id: int, status: str, load_id: str) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch
     prewarm.announce_after = None  # the announcement failed
     prewarm.poll_answers = [answer(7, "loaded", "an-earlier-load"), answer(7, "loading", "")]
     with pytest.raises(TimeoutError):
-        prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=0.2)
+        prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=1.0)
     assert prewarm.jobs.count("poll") >= 2  # polled, and took neither answer
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
@@ -110,10 +111,25 @@ def test_a_target_whose_block_manager_left_ends_the_wait() -> None:
     assert prewarm.announced_reads == 0  # nothing is fetched from a block manager that left
 
 
-def test_each_call_names_its_own_load() -> None:
+def test_an_earlier_loads_answer_does_not_end_a_new_wait() -> None:
+    """The first load of bin 7 answered; a second load of it waits for its own answer (here
+    one that never comes) instead of taking the first one's."""
     prewarm = ScriptedPrewarm()
-    prewarm.prewarm(None, [7], "1", "h", version=3)
-    prewarm.announced_reads = 0
-    prewarm.prewarm(None, [7], "1", "h", version=4)
-    first, second = prewarm.load_ids
-    assert first and second and first != second
+    first = prewarm.prewarm(None, [7], "1", "h", version=3)
+    prewarm.announce_after = None  # the second load's answer does not come
+    with pytest.raises(TimeoutError):
+        prewarm.prewarm(None, [7], "1", "h", version=4, timeout_s=0.5)
+    earlier, later = prewarm.load_ids
+    assert earlier != later and first[0]["load_id"] == earlier
+    assert later not in prewarm.blocks and prewarm.blocks[earlier]  # still announced
+
+
+def test_a_poll_that_finds_no_load_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`no-load`: the target holds no load of the bin (it lost it); the caller then moves
+    the bin the plain way, on the answer's status."""
+    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    prewarm = ScriptedPrewarm()
+    prewarm.announce_after = None
+    prewarm.poll_answers = [answer(7, "no-load", "")]
+    results = prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=5.0)
+    assert [r["status"] for r in results] == ["no-load"]

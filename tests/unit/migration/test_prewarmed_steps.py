@@ -306,6 +306,7 @@ def test_a_step_switches_once_the_givers_snapshots_are_uploaded() -> None:
     fake = PrewarmingInternals(4)
     phases = GiverSnapshots(fake)
     phases.uploaded.clear()
+    phases.maintenance_s = 10.0  # a bound far off: the upload ends the wait
     fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
     mover, migration = prewarmed_move_of_bin_0(fake)
     batch = drive(fake, mover, 0, 1)  # the step's prewarm starts and loads at once
@@ -319,6 +320,7 @@ def test_a_step_switches_once_the_givers_snapshots_are_uploaded() -> None:
     assert step.snapshot_ahead is None
     drive(fake, mover, batch, 3)
     assert migration.phase == "Completed" and migration.prewarmed == {0}
+    assert migration.snapshots_ahead == [None]
 
 
 @pytest.mark.parametrize("maintenance_s", [0.2, 60.0])
@@ -331,9 +333,11 @@ def test_a_step_does_not_wait_past_one_maintenance_interval(maintenance_s: float
     phases.uploaded.clear()
     phases.maintenance_s = maintenance_s
     fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
-    mover, _ = prewarmed_move_of_bin_0(fake)
-    drive(fake, mover, 0, 1)
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    started = time.monotonic()
+    batch = drive(fake, mover, 0, 1)
     until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()), timeout=5.0)
+    waited = time.monotonic() - started
     ((step, _),) = mover._prewarmed._steps.values()
     if maintenance_s > 10:
         assert step.snapshot_ahead is not None and "does not wait" in step.snapshot_ahead
@@ -342,3 +346,30 @@ def test_a_step_does_not_wait_past_one_maintenance_interval(maintenance_s: float
         assert step.snapshot_ahead == (
             "bins [0]: no snapshot newer than version 5 was uploaded within 1 s"
         )
+        assert waited >= 1.2 and len(phases.upload_checks) >= 3  # it did wait, and look
+    drive(fake, mover, batch, 3)
+    assert (migration.phase, migration.prewarmed, migration.prewarm_fallback) == (
+        "Completed",
+        {0},
+        "",
+    )
+    assert migration.snapshots_ahead == [step.snapshot_ahead]
+
+
+def test_a_failing_upload_check_costs_the_wait_not_the_prewarm() -> None:
+    """Only the top-up's length depends on the givers' snapshots: an error reading the
+    checkpoint is recorded, and the step still switches onto its loaded copy."""
+    fake = PrewarmingInternals(4)
+    phases = GiverSnapshots(fake)
+
+    def unreadable(*_: Any) -> set[int]:
+        raise OSError("listing denied")
+
+    phases.uploaded_after = unreadable  # type: ignore[method-assign]
+    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    batch = drive(fake, mover, 0, 1)
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    drive(fake, mover, batch, 3)
+    assert (migration.prewarmed, migration.prewarm_fallback) == ({0}, "")
+    assert migration.snapshots_ahead == ["OSError: listing denied"]

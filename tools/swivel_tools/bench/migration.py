@@ -247,7 +247,9 @@ class SizeRun:
         if prewarm:
             extra |= {
                 "bins_prewarmed": len(migration.prewarmed),
-                "prewarm_ms": migration.prewarm_ms,
+                "prewarm_ms": migration.prewarm_ms,  # per step: its loads, and the upload wait
+                # per step, why its top-ups replayed from older snapshots (None: they did not)
+                "snapshots_ahead": migration.snapshots_ahead,
             }
         moved_into = moved_in(migration)
         started_at: float | None = None

@@ -99,18 +99,54 @@ public final class StatePrewarm {
    * Executor side: one thread runs the background loads, one bin after another. A load that
    * ran in its task held a task slot for the whole download (seconds from a remote store),
    * and the query's own tasks on that executor waited for the slot; this thread only
-   * competes for the CPU it actually uses (Megaphone: migration must not stall processing).
+   * competes for the CPU it actually uses, and at a lower priority than the tasks
+   * (`lowerPriority`): Megaphone's migration must not stall processing.
    */
   private static final ExecutorService LOADER = Executors.newSingleThreadExecutor(task -> {
-    Thread thread = new Thread(task, "swivel-prewarm-loader");
+    Thread thread = new Thread(() -> {
+      lowerPriority();
+      task.run();
+    }, "swivel-prewarm-loader");
     thread.setDaemon(true);
     return thread;
   });
 
+  /** The loader thread's nice value: CFS then gives a busy task thread ~10 times its CPU. */
+  static final int LOADER_NICE = 10;
+
+  /** What `lowerPriority` did: `nice 10`, or why the loader runs at the tasks' priority. */
+  static volatile String loaderPriority = "not started";
+
   /**
-   * Executor side: the block of each key's announced answer. Announcing, and removing a load
-   * with its answer, happen under the LOADS lock, so an answer is announced only while its
-   * load is the key's current one.
+   * Sets the calling thread's nice value to LOADER_NICE (Linux: `renice` on its thread id,
+   * from /proc/thread-self; setpriority with a thread id changes that thread only). Java's
+   * own thread priorities are ignored on Linux unless the JVM runs with
+   * -XX:ThreadPriorityPolicy=1, which needs root. Raising one's own nice value needs no
+   * privilege. Where it fails, the loads run at the tasks' priority, as before, and
+   * `loaderPriority` says why.
+   */
+  static void lowerPriority() {
+    try {
+      java.nio.file.Path self =
+          java.nio.file.Files.readSymbolicLink(java.nio.file.Paths.get("/proc/thread-self"));
+      String tid = self.getFileName().toString();  // "<pid>/task/<tid>"
+      Process renice = new ProcessBuilder("renice", "-n", String.valueOf(LOADER_NICE), "-p", tid)
+          .redirectErrorStream(true).start();
+      String said = new String(renice.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      boolean ended = renice.waitFor(10, TimeUnit.SECONDS);
+      loaderPriority = ended && renice.exitValue() == 0
+          ? "nice " + LOADER_NICE
+          : "renice failed: " + said.trim();
+    } catch (Throwable e) {
+      loaderPriority = "not lowered: " + describe(e);
+    }
+  }
+
+  /**
+   * Executor side: the block of each key's announced answer. Recording an answer, and
+   * removing a load with its record, happen under the LOADS lock, so an answer stays
+   * announced only while its load is the key's current one; the block manager's calls to
+   * the driver run outside the lock.
    */
   private static final ConcurrentHashMap<String, BlockId> ANNOUNCED = new ConcurrentHashMap<>();
 
@@ -147,27 +183,40 @@ public final class StatePrewarm {
   }
 
   /**
-   * Executor side: publish a finished load's answer (called under the LOADS lock, only while
-   * the load is still the key's current one). A failure only costs time: the answer stays in
-   * LOADS, where the driver's occasional poll job still finds it.
+   * Executor side: publish a finished load's answer, if `current` still holds when it is
+   * recorded (the load is still the key's own; checked under the LOADS lock). The block
+   * manager's calls to the driver run outside that lock: they wait for the driver, and the
+   * switch's tasks take the lock on the batch path. A failure only costs time: the answer
+   * stays in LOADS, where the driver's occasional poll job still finds it.
    */
-  static void announce(String key, String loadId, String answer) {
+  static void announce(String key, String loadId, String answer,
+      java.util.function.BooleanSupplier current) {
+    BlockId block = answerBlock(key, loadId);
     try {
-      BlockId block = answerBlock(key, loadId);
       SparkEnv.get().blockManager().putSingle(block, answer, StorageLevel.MEMORY_ONLY(), true,
           ClassTag$.MODULE$.apply(String.class));
-      BlockId earlier = ANNOUNCED.put(key, block);
-      if (earlier != null && !earlier.equals(block)) {
-        SparkEnv.get().blockManager().removeBlock(earlier, true);
-      }
     } catch (Throwable e) {
-      // answered by the poll job instead
+      return;  // answered by the poll job instead
     }
+    BlockId drop;
+    synchronized (LOADS) {
+      if (current.getAsBoolean()) {
+        BlockId earlier = ANNOUNCED.put(key, block);
+        drop = block.equals(earlier) ? null : earlier;
+      } else {
+        drop = block;  // the load was dropped meanwhile: its answer must not stay
+      }
+    }
+    removeQuietly(drop);
   }
 
-  /** Executor side: drop the key's announced answer (a new load, a switch, a release). */
-  static void withdraw(String key) {
-    BlockId block = ANNOUNCED.remove(key);
+  /** Executor side: take the key's announced answer off the record (under the LOADS lock). */
+  static BlockId unrecord(String key) {
+    return ANNOUNCED.remove(key);
+  }
+
+  /** Executor side: drop an announced answer's block (outside the LOADS lock). */
+  static void removeQuietly(BlockId block) {
     if (block == null) {
       return;
     }
@@ -395,7 +444,7 @@ public final class StatePrewarm {
         PREWARMED.put(spec.key(), new WeakReference<>(provider));
       }
       return out.put("status", provider != null ? "loaded" : "evicted")
-          .put("version", spec.version).put("load_ms", ms)
+          .put("version", spec.version).put("load_ms", ms).put("loader", loaderPriority)
           .put("provider", provider == null ? 0 : System.identityHashCode(provider))
           .put("rocksdb_version", rocksDbVersion(provider))
           .toString();
@@ -428,31 +477,34 @@ public final class StatePrewarm {
           } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
             result = answer.put("status", "failed").put("error", describe(e)).toString();
           }
-          synchronized (LOADS) {  // announced only while this is still the key's load
-            if (LOADS.get(key) == self.get()) {
-              announce(key, spec.loadId, result);
-            }
-          }
+          // announced only while this is still the key's load
+          announce(key, spec.loadId, result, () -> LOADS.get(key) == self.get());
           return result;
         } finally {
           RUNNING.remove(key);
         }
       });
       self.set(task);
+      BlockId earlier;
       synchronized (LOADS) {  // recorded before it can run: it looks itself up
         LOADS.put(key, task);
-        withdraw(key);  // an earlier load's answer for the bin
+        earlier = unrecord(key);  // an earlier load's answer for the bin
       }
+      removeQuietly(earlier);
       LOADER.execute(task);
       return out.put("status", "loading").toString();
     }
 
     /** Drops the key's load record and its announced answer, in one step. */
     private Future<String> forget(String key) {
+      Future<String> pending;
+      BlockId answered;
       synchronized (LOADS) {
-        withdraw(key);
-        return LOADS.remove(key);
+        answered = unrecord(key);
+        pending = LOADS.remove(key);
       }
+      removeQuietly(answered);
+      return pending;
     }
 
     /** A started load's answer (as `prewarm`'s), `loading` while it runs, or `no-load`. */
