@@ -190,14 +190,17 @@ def test_a_forked_child_gets_its_own_client_and_snapshot(
         parent = control.get_client()
         assert parent is not None and control.current().revision == 1
         read_end, write_end = os.pipe()
+        ready_read, ready_write = os.pipe()  # the child read its first snapshot
         child = os.fork()
         if child == 0:  # pragma: no cover - runs in the child
             code = 1
             try:
                 os.close(read_end)
+                os.close(ready_read)
                 mine = control.get_client()
                 ok = mine is not None and mine is not parent and mine.pid == os.getpid()
                 first = control.current("combine")
+                os.write(ready_write, b"r")  # only now may the parent publish revision 2
                 alive = all(t.is_alive() for t in mine._threads) if mine else False
                 got = mine.wait_for_revision(2, 10) if mine else None
                 report = f"{ok} {first is not None and first.revision == 1} {alive} {got and got.config_version}"
@@ -206,6 +209,11 @@ def test_a_forked_child_gets_its_own_client_and_snapshot(
             finally:
                 os._exit(code)
         os.close(write_end)
+        os.close(ready_write)
+        # the child's first read must see revision 1: the plan that makes revision 2 is
+        # posted once the child has read it (before, the two raced: 'True False True 2')
+        assert os.read(ready_read, 1) == b"r"
+        os.close(ready_read)
         wait_for(lambda: child in _live_pids(agent), 5.0, every=0.005)
         assert call(agent.url + "/v1/plans", "POST", swap_model())[0] == 202
         report = os.read(read_end, 200).decode()
