@@ -158,14 +158,23 @@ class StatePrewarm:
         deadline = time.monotonic() + timeout_s
         last_poll = time.monotonic()
         gone = 0  # reads in a row that found `target`'s block manager unregistered
+        helper = self._helper()  # resolved once: the loop below reads every 0.2 s
+        root, run_id = self.internals.state_root(query), str(query.runId)
         while waiting:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
             time.sleep(PREWARM_ANSWER_S)
             found: list[dict[str, Any]] = []
-            if self._helper().registered(target):
+            if helper.registered(target):
                 gone = 0
-                found = self._announced(query, sorted(waiting), stores, load_id)
+                found = _announced(
+                    helper,
+                    root=root,
+                    run_id=run_id,
+                    bins=sorted(waiting),
+                    stores=stores,
+                    load_id=load_id,
+                )
             else:  # no fetch from a block manager that left: it could hang on its address
                 gone += 1
                 if gone >= PREWARM_LOST_ROUNDS:
@@ -180,19 +189,6 @@ class StatePrewarm:
                 answers.setdefault(_store_key(result), result)
             waiting = {b for b in waiting if any((b, op, st) not in answers for op, st in stores)}
         return list(answers.values())
-
-    def _announced(
-        self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]], load_id: str
-    ) -> list[dict[str, Any]]:
-        """The answers load `load_id` announced so far for `bins` (no Spark job)."""
-        helper = self._helper()
-        root = self.internals.state_root(query)
-        run_id = str(query.runId)
-        found: list[dict[str, Any]] = []
-        for operator, store in stores:
-            answers = helper.announced(root, operator, store, run_id, load_id, list(bins))
-            found.extend(json.loads(str(a)) for a in answers)
-        return found
 
     def switch(
         self,
@@ -356,6 +352,23 @@ class StatePrewarm:
                 store_id = state.StateStoreId(root, operator, bin_id, store)
                 shadow = state.StateStoreProviderId(store_id, run_uuid)
                 self.internals._report_active(shadow, RELEASED_EXECUTOR, RELEASED_EXECUTOR)
+
+
+def _announced(
+    helper: Any,
+    *,
+    root: str,
+    run_id: str,
+    bins: Sequence[int],
+    stores: Sequence[tuple[int, str]],
+    load_id: str,
+) -> list[dict[str, Any]]:
+    """The answers load `load_id` announced so far for `bins` (no Spark job)."""
+    found: list[dict[str, Any]] = []
+    for operator, store in stores:
+        answers = helper.announced(root, operator, store, run_id, load_id, list(bins))
+        found.extend(json.loads(str(a)) for a in answers)
+    return found
 
 
 def _answers(result: dict[str, Any], load_id: str) -> bool:

@@ -173,7 +173,7 @@ def test_prewarmed_bin_switches_without_reload(
         #     control bin, whose copy is then released: it moves the plain way below).
         with monkeypatch.context() as patched:
             patched.setattr(spark_prewarm, "PREWARM_POLL_S", 0.5)
-            patched.setattr(spark_prewarm.StatePrewarm, "_announced", lambda *_: [])
+            patched.setattr(spark_prewarm, "_announced", lambda *_, **__: [])
             polled = internals.prewarm(query, [control], target, hosts[target])
         assert [r["status"] for r in polled] == ["loaded"], [r.get("error") for r in polled]
         released = prewarm.release(query, [control], target, hosts[target])

@@ -5,6 +5,7 @@ with switches (the real one runs in tests/integration/cluster/test_prewarm.py)."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,13 @@ from swivel.jobs.spark_prewarm import StatePrewarm
 class FakeInternals:
     _jvm = None
 
+    def state_root(self, query: Any) -> str:
+        return "/checkpoint/state"
+
+
+class FakeQuery:
+    runId = "run-1"  # noqa: N815 (PySpark's StreamingQuery.runId)
+
 
 class FakeHelper:
     def __init__(self, owner: ScriptedPrewarm) -> None:
@@ -26,9 +34,14 @@ class FakeHelper:
         self.owner.registered_reads += 1
         return self.owner.target_registered
 
+    def announced(  # noqa: PLR0917 (the JVM method's signature, called through py4j)
+        self, root: str, operator: int, store: str, run_id: str, load_id: str, bins: list[int]
+    ) -> list[str]:
+        return [json.dumps(a) for a in self.owner.announced(bins, load_id)]
+
 
 class ScriptedPrewarm(StatePrewarm):
-    """The Spark jobs (`_run`) and the announcements (`_announced`) of one target, scripted:
+    """The Spark jobs (`_run`) and the announcements (`FakeHelper.announced`) of one target, scripted:
     `announce_after` reads before bin 7's answer is announced (None: never), `poll_answers`
     what a poll job returns."""
 
@@ -53,9 +66,7 @@ class ScriptedPrewarm(StatePrewarm):
             return [answer(b, "loading", kw["load_id"]) for b in bins]
         return list(self.poll_answers)
 
-    def _announced(
-        self, query: Any, bins: Sequence[int], stores: Sequence[tuple[int, str]], load_id: str
-    ) -> list[dict[str, Any]]:
+    def announced(self, bins: Sequence[int], load_id: str) -> list[dict[str, Any]]:
         self.announced_reads += 1
         if self.announce_after is not None and self.announced_reads >= self.announce_after:
             self.blocks.setdefault(load_id, [answer(b, "loaded", load_id) for b in bins])
@@ -74,7 +85,7 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_announced_answer_ends_the_wait_without_a_poll_job() -> None:
     prewarm = ScriptedPrewarm()
-    results = prewarm.prewarm(None, [7], "1", "h", version=3)
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3)
     assert [r["status"] for r in results] == ["loaded"]
     assert results[0]["load_id"] == prewarm.load_ids[0]
     assert prewarm.jobs == ["load"]  # the start only: no job read the answer
@@ -86,7 +97,7 @@ def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch
     prewarm.announce_after = None  # the announcement failed
     prewarm.poll_answers = [answer(7, "loaded", "an-earlier-load"), answer(7, "loading", "")]
     with pytest.raises(TimeoutError):
-        prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=1.0)
+        prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=1.0)
     assert prewarm.jobs.count("poll") >= 2  # polled, and took neither answer
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
@@ -98,7 +109,7 @@ def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch
         return [{**r, "load_id": prewarm.load_ids[0]} for r in found]
 
     prewarm._run = run_naming_the_load  # type: ignore[method-assign]
-    results = prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=5.0)
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=5.0)
     assert [r["status"] for r in results] == ["loaded"] and "poll" in prewarm.jobs
 
 
@@ -106,7 +117,7 @@ def test_a_target_whose_block_manager_left_ends_the_wait() -> None:
     prewarm = ScriptedPrewarm()
     prewarm.target_registered = False
     with pytest.raises(RuntimeError, match="executor 1 is gone"):
-        prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=30.0)
+        prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=30.0)
     assert prewarm.registered_reads == spark_prewarm.PREWARM_LOST_ROUNDS
     assert prewarm.announced_reads == 0  # nothing is fetched from a block manager that left
 
@@ -115,10 +126,10 @@ def test_an_earlier_loads_answer_does_not_end_a_new_wait() -> None:
     """The first load of bin 7 answered; a second load of it waits for its own answer (here
     one that never comes) instead of taking the first one's."""
     prewarm = ScriptedPrewarm()
-    first = prewarm.prewarm(None, [7], "1", "h", version=3)
+    first = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3)
     prewarm.announce_after = None  # the second load's answer does not come
     with pytest.raises(TimeoutError):
-        prewarm.prewarm(None, [7], "1", "h", version=4, timeout_s=0.5)
+        prewarm.prewarm(FakeQuery(), [7], "1", "h", version=4, timeout_s=0.5)
     earlier, later = prewarm.load_ids
     assert earlier != later and first[0]["load_id"] == earlier
     assert later not in prewarm.blocks and prewarm.blocks[earlier]  # still announced
@@ -131,5 +142,5 @@ def test_a_poll_that_finds_no_load_ends_the_wait(monkeypatch: pytest.MonkeyPatch
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
     prewarm.poll_answers = [answer(7, "no-load", "")]
-    results = prewarm.prewarm(None, [7], "1", "h", version=3, timeout_s=5.0)
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=5.0)
     assert [r["status"] for r in results] == ["no-load"]
