@@ -193,11 +193,14 @@ class SparkInternals:
         target: str,
         host: str,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+        *,
+        load_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Load `bins` on executor `target` at the last committed version while their owners
         keep serving them (on `target`'s loader thread, started by a short Spark job; each
-        load announces its answer through the block manager; call it off the batch path)."""
-        return self.prewarmer().prewarm(query, bins, target, host, stores=stores)
+        load announces its answer through the block manager; call it off the batch path).
+        `load_id` names the load for its release (default: a new one)."""
+        return self.prewarmer().prewarm(query, bins, target, host, stores=stores, load_id=load_id)
 
     def switch_prewarmed(
         self,

@@ -44,7 +44,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 4
+HELPER_API = 5
 # How often a prewarm reads the answers its loads announced through the block manager (no
 # Spark job: a look-up in the driver's BlockManagerMaster), how often it also polls with a
 # Spark job (one short task per bin, which waits for a slot beside the batch: only for an
@@ -134,6 +134,7 @@ class StatePrewarm:
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
         version: int | None = None,
         timeout_s: float = PREWARM_TIMEOUT_S,
+        load_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Load `bins` (every store) on executor `target` at state `version` (default: the
         last committed one) under their shadow ids. The loads run on the executor's loader
@@ -145,11 +146,14 @@ class StatePrewarm:
         not after `timeout_s`, or when `target`'s block manager has been gone for
         `PREWARM_LOST_ROUNDS` reads (the executor is lost). Per bin and store: `status`
         (`loaded`, `already-loaded` when the target holds the real provider,
-        `wrong-executor`, `failed`, `no-load` when the target lost the load), `load_ms`."""
+        `wrong-executor`, `failed`, `no-load` when the target lost the load, `superseded`
+        when another load of the bin replaced it), `load_ms`. `load_id` names this load
+        (default: a new one); `release` takes it, so that it drops this load and no later
+        one."""
         bins = list(bins)
         if version is None:
             version = self.committed_version(query)
-        load_id = uuid.uuid4().hex  # names this call's answers: no older load's can pass for one
+        load_id = load_id or new_load_id()  # no other load's answers can pass for this one's
         started = self._run(
             "load", query, bins, target, host=host, stores=stores, version=version, load_id=load_id
         )
@@ -181,7 +185,15 @@ class StatePrewarm:
                     raise RuntimeError(f"executor {target} is gone (its block manager left)")
             if time.monotonic() - last_poll >= PREWARM_POLL_S:
                 last_poll = time.monotonic()
-                polled = self._run("poll", query, sorted(waiting), target, host=host, stores=stores)
+                polled = self._run(
+                    "poll",
+                    query,
+                    sorted(waiting),
+                    target,
+                    host=host,
+                    stores=stores,
+                    load_id=load_id,
+                )
                 found += [r for r in polled if _answers(r, load_id)]
             for result in found:
                 # a store answered earlier keeps that answer (a later poll could only repeat
@@ -223,11 +235,23 @@ class StatePrewarm:
         host: str,
         *,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
+        load_id: str,
     ) -> list[dict[str, Any]]:
-        """Drop prewarmed copies that will not be switched (a cancelled step)."""
+        """Drop the copies that load `load_id` made and that will not be switched (a
+        cancelled step). A bin whose load is by now another one (a later step's) keeps it:
+        it answers `superseded`, and its shadow id stays where that load reported it. A
+        load still running closes its own copy when it ends (`releasing`); its shadow id is
+        not pointed away before, or the target's maintenance could close the copy while it
+        loads. Shadow ids are one per bin and store: a bin any of whose stores answered
+        either keeps them all where they are."""
         bins = list(bins)
-        results = self._run("release", query, bins, target, host=host, stores=stores)
-        self._release_shadows(query, bins, stores)
+        results = self._run(
+            "release", query, bins, target, host=host, stores=stores, load_id=load_id
+        )
+        kept = {
+            int(r["partition"]) for r in results if r.get("status") in ("superseded", "releasing")
+        }
+        self._release_shadows(query, [b for b in bins if b not in kept], stores)
         return results
 
     def probe(
@@ -371,10 +395,16 @@ def _announced(
     return found
 
 
+def new_load_id() -> str:
+    """A fresh id for one load call: its answers, polls and release name it."""
+    return uuid.uuid4().hex
+
+
 def _answers(result: dict[str, Any], load_id: str) -> bool:
-    """Whether a poll's answer ends the wait of load `load_id`: its own answer, or `no-load`
-    (the target holds no load of the bin: it lost it)."""
-    if result.get("status") == "no-load":
+    """Whether a poll's answer ends the wait of load `load_id`: its own answer, `no-load`
+    (the target holds no load of the bin: it lost it) or `superseded` (another load of the
+    bin replaced it)."""
+    if result.get("status") in ("no-load", "superseded"):
         return True
     return result.get("status") != "loading" and result.get("load_id") == load_id
 

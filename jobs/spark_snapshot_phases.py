@@ -101,29 +101,14 @@ class SnapshotPhases:
         utils = self.internals._jvm.org.apache.spark.network.util.JavaUtils
         return float(utils.timeStringAsMs(value)) / 1e3
 
-    def uploaded_after(
-        self, query: Any, bins: list[int], stores: list[tuple[int, str]], version: int
-    ) -> set[int]:
-        """The bins of `bins` whose every store has a snapshot newer than `version` in the
-        checkpoint (`<op>/<bin>[/<store>]/<v>.zip`, uploaded by maintenance): read from the
-        checkpoint's file system on the driver, no Spark job."""
+    def upload_watch(self, query: Any, stores: list[tuple[int, str]]) -> UploadWatch:
+        """A reader of which bins' snapshots maintenance has uploaded, for one wait: its
+        Hadoop conf and file system are made once, not on every check."""
         jvm = self.internals._jvm
-        session = self.internals.query_session(query)
-        conf = session.sessionState().newHadoopConf()
+        conf = self.internals.query_session(query).sessionState().newHadoopConf()
         root = self.internals.state_root(query)
-        done: set[int] = set()
-        for bin_id in bins:
-            for operator, store in stores:
-                path = jvm.org.apache.hadoop.fs.Path(store_folder(root, operator, bin_id, store))
-                fs = path.getFileSystem(conf)
-                if not fs.exists(path):
-                    break
-                names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
-                if newest_snapshot(names) <= version:
-                    break
-            else:
-                done.add(bin_id)
-        return done
+        fs = jvm.org.apache.hadoop.fs.Path(root).getFileSystem(conf)
+        return UploadWatch(jvm=jvm, fs=fs, root=root, stores=list(stores))
 
     def _executors(self) -> list[str]:
         """`id\thost` of every active executor."""
@@ -157,6 +142,35 @@ class SnapshotPhases:
         return report
 
 
+@dataclass
+class UploadWatch:
+    """Reads the checkpoint's store folders on the driver (no Spark job)."""
+
+    jvm: Any
+    fs: Any  # the checkpoint's Hadoop FileSystem
+    root: str
+    stores: list[tuple[int, str]]
+
+    def uploaded_after(self, bins: list[int], version: int) -> set[int]:
+        """The bins of `bins` whose every store has a snapshot newer than `version` in the
+        checkpoint (`<op>/<bin>[/<store>]/<v>.zip`, uploaded by maintenance). One listing
+        per store folder: the version the giver snapshotted at is not known in advance."""
+        done: set[int] = set()
+        for bin_id in bins:
+            for operator, store in self.stores:
+                path = self.jvm.org.apache.hadoop.fs.Path(
+                    store_folder(self.root, operator, bin_id, store)
+                )
+                if not self.fs.exists(path):
+                    break
+                names = [str(status.getPath().getName()) for status in self.fs.listStatus(path)]
+                if newest_snapshot(names) <= version:
+                    break
+            else:
+                done.add(bin_id)
+        return done
+
+
 def store_folder(root: str, operator: int, partition: int, store: str) -> str:
     """A store's checkpoint folder, as `StateStoreId.storeCheckpointLocation` names it."""
     folder = f"{root}/{operator}/{partition}"
@@ -171,4 +185,4 @@ def newest_snapshot(names: Iterable[str]) -> int:
     return max(versions, default=-1)
 
 
-__all__ = ["HelperUnavailableError", "PhaseReport", "SnapshotPhases"]
+__all__ = ["HelperUnavailableError", "PhaseReport", "SnapshotPhases", "UploadWatch"]

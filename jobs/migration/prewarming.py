@@ -25,6 +25,7 @@ from typing import Any
 from swivel.controllers.migration import Move
 from swivel.jobs.migration.migrations import Migration
 from swivel.jobs.spark_internals import SparkInternals
+from swivel.jobs.spark_prewarm import new_load_id
 
 Stores = Callable[[], list[tuple[int, str]]]
 
@@ -32,6 +33,8 @@ Stores = Callable[[], list[tuple[int, str]]]
 # (their top-ups then replay a version or two), waiting at most one maintenance interval
 # and a second; with an interval above this (Spark's default is 60 s) it does not wait.
 UPLOAD_WAIT_MAX_S = 15.0
+# a load's answers that end its step's prewarm: the step then moves the plain way
+LOAD_FAILED = ("failed", "no-load", "superseded")
 UPLOAD_CHECK_S = 0.2
 
 
@@ -56,6 +59,8 @@ class StepPrewarm:
     load_ms: float = 0.0
     # None: the givers snapshotted the bins and maintenance uploaded them before the switch
     snapshot_ahead: str | None = None
+    # names the step's loads on every target: its release drops them and no later step's
+    load_id: str = field(default_factory=new_load_id)
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
@@ -93,15 +98,20 @@ class StepPrewarm:
         try:
             answers = self._on_targets(
                 lambda target, bins: self.internals.prewarm(
-                    self.query, bins, target, self._host(target), self.stores()
+                    self.query,
+                    bins,
+                    target,
+                    self._host(target),
+                    self.stores(),
+                    load_id=self.load_id,
                 )
             )
             for results in answers:
-                failed = [r for r in results if r.get("status") == "failed"]
+                failed = [r for r in results if r.get("status") in LOAD_FAILED]
                 if failed:  # the bins then move the plain way, and the status says why
-                    raise RuntimeError(
-                        f"bin {failed[0].get('partition')}: {failed[0].get('error')}"
-                    )
+                    first = failed[0]
+                    why = first.get("error") or f"the target answered {first.get('status')}"
+                    raise RuntimeError(f"bin {first.get('partition')}: {why}")
             if self.snapshot_ahead is None and asked_at is not None:
                 self.snapshot_ahead = self._await_uploads(asked_at)
         except Exception as error:  # the step then moves the plain way
@@ -140,8 +150,9 @@ class StepPrewarm:
     def _await_uploads(self, asked_at: int) -> str | None:
         """Wait until every bin of the step has a snapshot newer than `asked_at` in the
         checkpoint (the one its giver took at its next commit, once maintenance uploaded
-        it), at most one maintenance interval and a second. None when they all have;
-        otherwise why not (their top-ups then replay from the bins' earlier snapshots)."""
+        it): at most one batch (the giver's next commit, when the loads ended before it), one
+        maintenance interval and a second. None when they all have; otherwise why not (their
+        top-ups then replay from the bins' earlier snapshots)."""
         try:
             return self._wait_for_uploads(asked_at)
         except Exception as error:  # only the top-up's length depends on it
@@ -155,19 +166,26 @@ class StepPrewarm:
                 f"maintenance every {interval:.0f} s: the switch does not wait for the "
                 "givers' snapshots to be uploaded"
             )
-        bins = sorted(move.bin for move in self.moves)
-        stores = self.stores()
-        deadline = time.monotonic() + interval + 1.0
+        watch = phases.upload_watch(self.query, self.stores())
+        missing = {move.bin for move in self.moves}
+        bound = min(interval + 1.0 + self._batch_s(), UPLOAD_WAIT_MAX_S)
+        deadline = time.monotonic() + bound
         while True:
-            missing = set(bins) - phases.uploaded_after(self.query, bins, stores, asked_at)
+            missing -= watch.uploaded_after(sorted(missing), asked_at)  # each bin until it has
             if not missing:
                 return None
             if time.monotonic() > deadline:
                 return (
                     f"bins {sorted(missing)}: no snapshot newer than version {asked_at} was "
-                    f"uploaded within {interval + 1.0:.0f} s"
+                    f"uploaded within {bound:.1f} s"
                 )
             time.sleep(UPLOAD_CHECK_S)
+
+    def _batch_s(self) -> float:
+        """How long the query's last batch took (0 when unknown): a step whose loads end
+        fast waits for its givers' next commit before maintenance can upload."""
+        progress = self.query.lastProgress or {}
+        return float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1e3
 
     def switch(self, batch_id: int) -> dict[int, str]:
         """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded
@@ -194,7 +212,7 @@ class StepPrewarm:
             host = self.hosts.get(target)
             if host is not None:
                 self.internals.prewarmer().release(
-                    self.query, bins, target, host, stores=self.stores()
+                    self.query, bins, target, host, stores=self.stores(), load_id=self.load_id
                 )
 
 

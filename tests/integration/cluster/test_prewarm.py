@@ -24,7 +24,7 @@ from swivel.jobs import spark_prewarm
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.spark_internals import SparkInternals
+from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 from swivel_tools.bench.tws_workload import ROCKSDB_CONF, TransformWithStateWorkload
 from swivel_tools.bench.workload import KeyedWorkload
 from tests.prerequisites import require
@@ -176,8 +176,45 @@ def test_prewarmed_bin_switches_without_reload(
             patched.setattr(spark_prewarm, "_announced", lambda *_, **__: [])
             polled = internals.prewarm(query, [control], target, hosts[target])
         assert [r["status"] for r in polled] == ["loaded"], [r.get("error") for r in polled]
-        released = prewarm.release(query, [control], target, hosts[target])
+        #     A release naming another load (a timed-out step's, late) leaves this one's
+        #     copy loaded; one naming this load drops it.
+        stale = prewarm.release(query, [control], target, hosts[target], load_id="an-older-load")
+        assert [r["status"] for r in stale] == ["superseded"], stale
+        (kept,) = prewarm.probe(query, [control], target, hosts[target])
+        assert kept["shadow_loaded"], kept
+        released = prewarm.release(
+            query, [control], target, hosts[target], load_id=polled[0]["load_id"]
+        )
         assert [r["status"] for r in released] == ["released"], released
+
+        # 1c. A load released while it runs closes its own copy when it ends, and nothing
+        #     else does: the driver does not point the shadow id away (patched out here),
+        #     so the target's maintenance would keep a copy the load left. The load is made
+        #     slow (the helper's failure switch) so that the release finds it running.
+        session = internals.query_session(query)
+        orphan_id = spark_prewarm.new_load_id()
+        with monkeypatch.context() as patched:
+            patched.setattr(prewarm, "_release_shadows", lambda *_: None)
+            session.conf().set("swivel.prewarm.test.loadDelayMs", "3000")
+            try:
+                started = prewarm._run(
+                    "load", query, [control], target, host=hosts[target],
+                    stores=((0, STORE_DEFAULT),),
+                    version=prewarm.committed_version(query), load_id=orphan_id,
+                )  # fmt: skip
+            finally:
+                session.conf().unset("swivel.prewarm.test.loadDelayMs")
+            assert [r["status"] for r in started] == ["loading"], started
+            time.sleep(0.5)  # the loader thread has taken it up
+            dropped = prewarm.release(query, [control], target, hosts[target], load_id=orphan_id)
+            assert [r["status"] for r in dropped] == ["releasing"], dropped  # not waited for
+            # The loader thread runs loads in order: once a later load has answered (the
+            # prewarmed bin's again, topped up to now), the released one has ended.
+            again = internals.prewarm(query, [moved], target, hosts[target])
+            assert [r["status"] for r in again] == ["loaded"], again
+            prewarm_version = int(again[0]["version"])
+        (orphan,) = prewarm.probe(query, [control], target, hosts[target])
+        assert not orphan["shadow_loaded"], orphan  # it closed its own copy
 
         # 2. The owner keeps serving it; the copy on the target survives the target's own
         #    state-store tasks and maintenance (every 1 s); the coordinator did not move.

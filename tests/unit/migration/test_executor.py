@@ -20,6 +20,7 @@ from swivel.jobs.spark_internals import (
 
 class FakeQuery:
     runId = "run-1"  # noqa: N815 - Spark's attribute name
+    lastProgress: dict[str, Any] | None = None  # noqa: N815 - no batch has reported yet
 
 
 class NoSnapshotPhases:

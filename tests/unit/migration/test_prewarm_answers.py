@@ -144,3 +144,48 @@ def test_a_poll_that_finds_no_load_ends_the_wait(monkeypatch: pytest.MonkeyPatch
     prewarm.poll_answers = [answer(7, "no-load", "")]
     results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=5.0)
     assert [r["status"] for r in results] == ["no-load"]
+
+
+def test_a_poll_that_finds_another_load_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`superseded`: the bin's load on the target is another one (a later step's); this
+    load will never answer, so the wait ends at once instead of at its timeout."""
+    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    prewarm = ScriptedPrewarm()
+    prewarm.announce_after = None
+    prewarm.poll_answers = [answer(7, "superseded", "")]
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=5.0)
+    assert [r["status"] for r in results] == ["superseded"]
+
+
+def test_a_load_named_by_its_caller_is_polled_and_released_by_that_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    prewarm = ScriptedPrewarm()
+    prewarm.announce_after = None
+    prewarm.poll_answers = [answer(7, "loaded", "step-1")]
+    seen: list[tuple[str, str]] = []
+    original_run = prewarm._run
+
+    def run(action: str, *args: Any, **kw: Any) -> list[Any]:
+        seen.append((action, kw.get("load_id", "")))
+        return original_run(action, *args, **kw)
+
+    prewarm._run = run  # type: ignore[method-assign]
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, load_id="step-1")
+    assert [r["status"] for r in results] == ["loaded"]
+    assert ("load", "step-1") in seen and ("poll", "step-1") in seen
+
+
+def test_a_release_keeps_the_shadow_of_a_bin_a_later_load_took_over() -> None:
+    """A late release of a timed-out step: bin 7's load is by now a later step's
+    (`superseded`), so its shadow id is not pointed away; bin 8's copy is released."""
+    prewarm = ScriptedPrewarm()
+    prewarm.poll_answers = [answer(7, "superseded", "old"), answer(8, "released", "old")]
+    pointed_away: list[int] = []
+    prewarm._release_shadows = (  # type: ignore[method-assign]
+        lambda query, bins, stores: pointed_away.extend(bins)
+    )
+    results = prewarm.release(FakeQuery(), [7, 8], "1", "h", load_id="old")
+    assert [r["status"] for r in results] == ["superseded", "released"]
+    assert pointed_away == [8]

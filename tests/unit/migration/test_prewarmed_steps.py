@@ -31,8 +31,11 @@ class FakePrewarmer:
     def committed_version(self, query: Any) -> int:
         return self.owner.committed
 
-    def release(self, query: Any, bins: Any, target: str, host: str, **_: Any) -> list[Any]:
+    def release(
+        self, query: Any, bins: Any, target: str, host: str, *, load_id: str, **_: Any
+    ) -> list[Any]:
         self.owner.released += list(bins)
+        self.owner.released_loads.append(load_id)
         return []
 
 
@@ -51,6 +54,8 @@ class PrewarmingInternals(FakeInternals):
         self.loaded: list[tuple[int, str]] = []  # (bin, target), in load order
         self.switched: list[tuple[int, int]] = []  # (bin, version read next)
         self.released: list[int] = []
+        self.load_ids: list[str] = []  # the load id each prewarm call was given
+        self.released_loads: list[str] = []  # the load id each release named
         self._prewarmer = FakePrewarmer(self)
 
     def prewarmer(self) -> FakePrewarmer:
@@ -59,15 +64,16 @@ class PrewarmingInternals(FakeInternals):
     def executor_host(self, executor: str) -> str:
         return "127.0.0.1"
 
-    def prewarm(self, query: Any, bins: Any, target: str, host: str, stores: Any) -> list[Any]:
+    def prewarm(
+        self, query: Any, bins: Any, target: str, host: str, stores: Any, *, load_id: str
+    ) -> list[Any]:
+        self.load_ids.append(load_id)
         self.loads_may_finish.wait(10)
         if self.load_fails:
             raise RuntimeError("executor lost during the load")
         self.loaded += [(b, target) for b in bins]
-        return [
-            {"partition": b, "status": self.load_answer, "error": "java.io.IOException: gone"}
-            for b in bins
-        ]
+        failed = {"error": "java.io.IOException: gone"} if self.load_answer == "failed" else {}
+        return [{"partition": b, "status": self.load_answer, **failed} for b in bins]
 
     def switch_prewarmed(self, query: Any, moves: Any, stores: Any, *, version: int) -> list[Any]:
         for b, target, host in moves:
@@ -157,15 +163,19 @@ def test_without_the_helper_jar_bins_move_the_plain_way() -> None:
 
 
 @pytest.mark.parametrize(
-    ("switch", "reason"),
+    ("switch", "value", "reason"),
     [
-        ("load_fails", "executor lost"),  # the load raised: the executor was lost
-        ("load_answer", "bin 0: java.io.IOException: gone"),  # its loader thread failed
+        ("load_fails", True, "executor lost"),  # the load raised: the executor was lost
+        ("load_answer", "failed", "bin 0: java.io.IOException: gone"),  # loader thread failed
+        ("load_answer", "no-load", "bin 0: the target answered no-load"),  # it lost the load
+        ("load_answer", "superseded", "bin 0: the target answered superseded"),  # replaced
     ],
 )
-def test_a_failed_load_moves_the_step_the_plain_way_and_says_why(switch: str, reason: str) -> None:
+def test_a_failed_load_moves_the_step_the_plain_way_and_says_why(
+    switch: str, value: object, reason: str
+) -> None:
     fake = PrewarmingInternals(4)
-    setattr(fake, switch, True if switch == "load_fails" else "failed")
+    setattr(fake, switch, value)
     mover, migration = prewarmed_move_of_bin_0(fake)
     batch = drive(fake, mover, 0, 1)
     until(
@@ -191,6 +201,8 @@ def test_a_load_that_does_not_end_in_time_gives_way_and_its_copy_is_released() -
     assert "took over" in migration.prewarm_fallback and fake.switched == []
     fake.loads_may_finish.set()
     until(lambda: fake.released == [0])  # the late copy is dropped once loaded
+    # by its own load's id: a later step's load of the bin would answer `superseded`
+    assert fake.released_loads == fake.load_ids and len(set(fake.load_ids)) == 1
 
 
 def test_without_prewarm_nothing_is_loaded() -> None:
@@ -267,7 +279,10 @@ class GiverSnapshots:
     def maintenance_interval_s(self, query: Any) -> float:
         return self.maintenance_s
 
-    def uploaded_after(self, query: Any, bins: list[int], stores: Any, version: int) -> set[int]:
+    def upload_watch(self, query: Any, stores: Any) -> GiverSnapshots:
+        return self
+
+    def uploaded_after(self, bins: list[int], version: int) -> set[int]:
         self.upload_checks.append(version)
         return set(bins) if self.uploaded.is_set() else set()
 
@@ -324,10 +339,13 @@ def test_a_step_switches_once_the_givers_snapshots_are_uploaded() -> None:
 
 
 @pytest.mark.parametrize("maintenance_s", [0.2, 60.0])
-def test_a_step_does_not_wait_past_one_maintenance_interval(maintenance_s: float) -> None:
-    """With an upload that does not come, the step switches after one maintenance interval
-    and a second; with Spark's default interval (60 s) it does not wait at all. Either way
-    the reason is recorded."""
+def test_a_step_does_not_wait_past_one_maintenance_interval(
+    maintenance_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an upload that does not come, the step switches after one batch (the givers'
+    next commit), one maintenance interval and a second; with Spark's default interval
+    (60 s) it does not wait at all. Either way the reason is recorded."""
+    monkeypatch.setattr(FakeQuery, "lastProgress", {"durationMs": {"triggerExecution": 500}})
     fake = PrewarmingInternals(4)
     phases = GiverSnapshots(fake)
     phases.uploaded.clear()
@@ -344,9 +362,9 @@ def test_a_step_does_not_wait_past_one_maintenance_interval(maintenance_s: float
         assert phases.upload_checks == []
     else:
         assert step.snapshot_ahead == (
-            "bins [0]: no snapshot newer than version 5 was uploaded within 1 s"
+            "bins [0]: no snapshot newer than version 5 was uploaded within 1.7 s"
         )
-        assert waited >= 1.2 and len(phases.upload_checks) >= 3  # it did wait, and look
+        assert waited >= 1.7 and len(phases.upload_checks) >= 3  # it did wait, and look
     drive(fake, mover, batch, 3)
     assert (migration.phase, migration.prewarmed, migration.prewarm_fallback) == (
         "Completed",

@@ -34,7 +34,6 @@ import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -79,7 +78,14 @@ import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
   /** Bumped when the wire format of `run` or `announced` changes; the Python side checks it. */
-  public static final int API = 4;
+  public static final int API = 5;
+
+  /**
+   * A failure switch for tests: a session setting that makes every load wait this many ms
+   * before it reads anything, as a slow download would (0, the default: no wait). The
+   * session's settings reach the task through the Hadoop conf the driver passes.
+   */
+  static final String LOAD_DELAY_KEY = "swivel.prewarm.test.loadDelayMs";
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   private static final String JOB_DESCRIPTION = "spark.job.description";
@@ -92,8 +98,17 @@ public final class StatePrewarm {
    * Executor side: the loads started by `load`, by real provider id, until `poll` has
    * reported them and the next load, an activation or a release replaces or drops them.
    */
-  private static final ConcurrentHashMap<String, Future<String>> LOADS =
-      new ConcurrentHashMap<>();
+  private static final ConcurrentHashMap<String, Load> LOADS = new ConcurrentHashMap<>();
+
+  /** One load call's work on the loader thread, named by the driver's load id. */
+  static final class Load extends FutureTask<String> {
+    final String loadId;
+
+    Load(String loadId, java.util.concurrent.Callable<String> body) {
+      super(body);
+      this.loadId = loadId;
+    }
+  }
 
   /**
    * Executor side: one thread runs the background loads, one bin after another. A load that
@@ -150,11 +165,12 @@ public final class StatePrewarm {
    */
   private static final ConcurrentHashMap<String, BlockId> ANNOUNCED = new ConcurrentHashMap<>();
 
-  /** Executor side: the keys whose load the loader thread is running now. */
+  /**
+   * Executor side: the keys whose copy the loader thread is loading now. Changed, and read
+   * by a release, under the LOADS lock: a release then either finds the load running (and
+   * the load drops its own copy when it ends) or finds it ended (and drops the copy itself).
+   */
   private static final Set<String> RUNNING = ConcurrentHashMap.newKeySet();
-
-  /** How long a release waits for a load of its bin that is running on the loader thread. */
-  private static final long RELEASE_WAIT_S = 60;
 
   private StatePrewarm() {}
 
@@ -309,7 +325,11 @@ public final class StatePrewarm {
     final int partition;
     final String storeName;
     final String runId;
-    /** The driver's id of one load call (`load`, `poll`): its answer names it. */
+    /**
+     * The driver's id of one load call (`load`), and of the load that `poll` and `release`
+     * are about: a load's answer names it, and a poll or release of another load of the
+     * bin answers `superseded` and changes nothing.
+     */
     final String loadId;
     final long version;
     final String keySchema;
@@ -437,6 +457,10 @@ public final class StatePrewarm {
         return out.put("status", "already-loaded").toString();  // it serves (served) the bin
       }
       long start = System.nanoTime();
+      long delayMs = hadoopConf.value().getLong(LOAD_DELAY_KEY, 0);
+      if (delayMs > 0) {
+        Thread.sleep(delayMs);
+      }
       loadShadow(spec);
       double ms = (System.nanoTime() - start) / 1e6;
       StateStoreProvider provider = loaded(shadow);
@@ -458,31 +482,39 @@ public final class StatePrewarm {
       String key = spec.key();
       out.put("load_id", spec.loadId);
       if (StateStore$.MODULE$.isLoaded(spec.real())) {
-        forget(key);  // a poll must not answer with an earlier step's load of the bin
+        // an earlier step's load of the bin is of no use here (the target serves the bin):
+        // a poll must not answer with it, and its copy goes (now, or when it ends)
+        dropLoad(spec, false);
         return out.put("status", "already-loaded").toString();
       }
       Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
           .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
           .put("action", "prewarm").put("load_id", spec.loadId);
-      AtomicReference<Future<String>> self = new AtomicReference<>();
-      FutureTask<String> task = new FutureTask<>(() -> {
-        RUNNING.add(key);
-        try {
+      AtomicReference<Load> self = new AtomicReference<>();
+      Load task = new Load(spec.loadId, () -> {
+        synchronized (LOADS) {
           if (LOADS.get(key) != self.get()) {  // released, or replaced, while it was queued
             return answer.put("status", "released").toString();
           }
-          String result;
-          try {
-            result = prewarm(spec, answer);
-          } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
-            result = answer.put("status", "failed").put("error", describe(e)).toString();
-          }
-          // announced only while this is still the key's load
-          announce(key, spec.loadId, result, () -> LOADS.get(key) == self.get());
-          return result;
-        } finally {
-          RUNNING.remove(key);
+          RUNNING.add(key);
         }
+        String result;
+        boolean orphan;
+        try {
+          result = prewarm(spec, answer);
+        } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
+          result = answer.put("status", "failed").put("error", describe(e)).toString();
+        } finally {
+          // released (or its record dropped by the already-loaded path) while it loaded:
+          // the copy it made has no owner left, so it goes now instead of staying loaded
+          orphan = doneLoading(spec);
+        }
+        if (orphan) {
+          return result;  // nobody reads it: the record that poll and announce need is gone
+        }
+        // announced only while this is still the key's load
+        announce(key, spec.loadId, result, () -> LOADS.get(key) == self.get());
+        return result;
       });
       self.set(task);
       BlockId earlier;
@@ -496,8 +528,8 @@ public final class StatePrewarm {
     }
 
     /** Drops the key's load record and its announced answer, in one step. */
-    private Future<String> forget(String key) {
-      Future<String> pending;
+    private Load forget(String key) {
+      Load pending;
       BlockId answered;
       synchronized (LOADS) {
         answered = unrecord(key);
@@ -507,11 +539,18 @@ public final class StatePrewarm {
       return pending;
     }
 
-    /** A started load's answer (as `prewarm`'s), `loading` while it runs, or `no-load`. */
+    /**
+     * A started load's answer (as `prewarm`'s), `loading` while it runs, `no-load`, or
+     * `superseded` when the bin's load is another one than `spec.loadId`.
+     */
     private String poll(Spec spec, Json out) throws Exception {
-      Future<String> pending = LOADS.get(spec.key());
+      Load pending = LOADS.get(spec.key());
+      out.put("load_id", spec.loadId);
       if (pending == null) {
         return out.put("status", "no-load").toString();
+      }
+      if (!pending.loadId.equals(spec.loadId)) {
+        return out.put("status", "superseded").toString();
       }
       if (!pending.isDone()) {
         return out.put("status", "loading").toString();
@@ -610,24 +649,96 @@ public final class StatePrewarm {
       return out.put("status", "probed").toString();
     }
 
+    /** Drops load `spec.loadId` of the bin and its copy, as `dropLoad` says. */
     private String release(Spec spec, Json out) throws Exception {
-      Future<String> pending = forget(spec.key());  // a running load then announces nothing
-      if (pending != null && RUNNING.contains(spec.key())) {
-        // a running load would put its copy back after the release (a queued one now finds
-        // its record gone and loads nothing)
-        pending.get(RELEASE_WAIT_S, TimeUnit.SECONDS);
+      out.put("load_id", spec.loadId);
+      return out.put("status", dropLoad(spec, true)).toString();
+    }
+  }
+
+  // -- dropping a load and its copy ----------------------------------------------------------
+  //
+  // A copy is closed by exactly one of: a release or the already-loaded path (`dropLoad`,
+  // when the load is not running) or the load itself when it ends without a record
+  // (`doneLoading`). Which one is decided under the LOADS lock, and the copy is taken out of
+  // `loadedProviders` under it too (lock order LOADS, then the providers' lock; nothing
+  // takes them the other way), so a newer load recorded afterwards creates its own copy
+  // instead of reusing one that is being closed. Closing runs outside the locks.
+
+  /**
+   * Drops the key's load record, its announced answer and its copy. With `onlyItsOwn`, a
+   * record of another load than `spec.loadId` is left alone (`superseded`): a late release
+   * of a step that timed out must not drop the load of the step that followed it. A running
+   * load is not waited for (a task slot would be held for it) and its copy is not closed
+   * while it loads: the load closes it when it ends (`releasing`); a queued one finds its
+   * record gone and loads nothing. Otherwise `released`, or `no-shadow` (no copy here).
+   */
+  static String dropLoad(Spec spec, boolean onlyItsOwn) throws Exception {
+    String key = spec.key();
+    BlockId answered;
+    Option<StateStoreProvider> copy = Option.empty();
+    boolean running;
+    synchronized (LOADS) {
+      Load pending = LOADS.get(key);
+      if (onlyItsOwn && pending != null && !pending.loadId.equals(spec.loadId)) {
+        return "superseded";
       }
-      StateStoreProviderId shadow = spec.shadow();
-      HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
-      Option<StateStoreProvider> found;
-      synchronized (providers) {
-        found = providers.remove(shadow);
+      answered = unrecord(key);
+      LOADS.remove(key);
+      running = RUNNING.contains(key);
+      if (!running) {
+        copy = takeShadow(spec);
       }
-      if (found.isDefined()) {
-        StateStore$.MODULE$.closeProvider(shadow, found.get());
+    }
+    removeQuietly(answered);
+    if (running) {
+      return "releasing";
+    }
+    closeShadow(spec, copy);
+    return copy.isDefined() ? "released" : "no-shadow";
+  }
+
+  /**
+   * The key's load stops running. True when the key has no load on record any more
+   * (released, or dropped by the already-loaded path, while it loaded): its copy is then an
+   * orphan, and it is closed here.
+   */
+  static boolean doneLoading(Spec spec) {
+    String key = spec.key();
+    Option<StateStoreProvider> copy;
+    synchronized (LOADS) {
+      RUNNING.remove(key);
+      if (LOADS.containsKey(key)) {
+        return false;
       }
-      PREWARMED.remove(spec.key());
-      return out.put("status", found.isDefined() ? "released" : "no-shadow").toString();
+      try {
+        copy = takeShadow(spec);
+      } catch (Throwable e) {  // loadedProviders unreachable: every other action fails too
+        return true;
+      }
+    }
+    try {
+      closeShadow(spec, copy);
+    } catch (Throwable e) {
+      // out of loadedProviders already: nothing serves or maintains it; only its close
+      // (RocksDB: native memory, its working folder) is lost
+    }
+    return true;
+  }
+
+  /** Takes the bin's shadow copy out of `loadedProviders` (none: empty). */
+  static Option<StateStoreProvider> takeShadow(Spec spec) throws Exception {
+    HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
+    synchronized (providers) {
+      return providers.remove(spec.shadow());
+    }
+  }
+
+  /** Closes a copy taken by `takeShadow` (outside the locks: closing may wait for I/O). */
+  static void closeShadow(Spec spec, Option<StateStoreProvider> copy) {
+    if (copy.isDefined()) {
+      StateStore$.MODULE$.closeProvider(spec.shadow(), copy.get());
+      PREWARMED.remove(spec.key());  // only a copy's: after an activation it names the real one
     }
   }
 
