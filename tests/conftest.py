@@ -79,3 +79,27 @@ def _agent_environment_restored() -> Iterator[None]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+# -- two workers (pytest-xdist, `make test` runs `-n 2 --dist loadgroup`) --------------------
+#
+# Every test that runs Spark is in one group, so they run one after another in one worker,
+# in file order, as they did before: their timing checks and the 2 cores are not shared
+# with another Spark test, and the local session and each file's standalone cluster start
+# once. Everything else (unit, agent, operator, chart and sandbox tests: no JVM) runs in the
+# other worker beside them. Measured (README, "CI time"): the tests that run no Spark
+# are ~1/5 of the serial time, so the run is that much shorter, not half.
+SPARK_FOLDERS = (
+    "tests/integration/cluster/",
+    "tests/integration/runtime/",
+    "tests/integration/embedded/",
+    "tests/integration/sandbox_flow/",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        where = item.path.relative_to(root).as_posix()
+        if where.startswith(SPARK_FOLDERS) or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
