@@ -189,13 +189,16 @@ def test_prewarmed_bin_switches_without_reload(
 
         # 1c. A load released while it runs closes its own copy when it ends, and nothing
         #     else does: the driver does not point the shadow id away (patched out here),
-        #     so the target's maintenance would keep a copy the load left. The load is made
-        #     slow (the helper's failure switch) so that the release finds it running.
+        #     so the target's maintenance would keep a copy the load left. The load is held
+        #     (the helper's failure switch: it waits while a file exists) until the release
+        #     has answered, so the release finds it running whatever the machine's load.
         session = internals.query_session(query)
         orphan_id = spark_prewarm.new_load_id()
+        hold = tmp_path / "hold-the-load"
+        hold.touch()
         with monkeypatch.context() as patched:
             patched.setattr(prewarm, "_release_shadows", lambda *_: None)
-            session.conf().set("swivel.prewarm.test.loadDelayMs", "3000")
+            session.conf().set("swivel.prewarm.test.holdWhileExists", str(hold))
             try:
                 started = prewarm._run(
                     "load", query, [control], target, host=hosts[target],
@@ -203,10 +206,15 @@ def test_prewarmed_bin_switches_without_reload(
                     version=prewarm.committed_version(query), load_id=orphan_id,
                 )  # fmt: skip
             finally:
-                session.conf().unset("swivel.prewarm.test.loadDelayMs")
+                session.conf().unset("swivel.prewarm.test.holdWhileExists")
             assert [r["status"] for r in started] == ["loading"], started
-            time.sleep(0.5)  # the loader thread has taken it up
-            dropped = prewarm.release(query, [control], target, hosts[target], load_id=orphan_id)
+            time.sleep(0.5)  # the loader thread has taken it up (it is held there)
+            try:
+                dropped = prewarm.release(
+                    query, [control], target, hosts[target], load_id=orphan_id
+                )
+            finally:
+                hold.unlink()
             assert [r["status"] for r in dropped] == ["releasing"], dropped  # not waited for
             # The loader thread runs loads in order: once a later load has answered (the
             # prewarmed bin's again, topped up to now), the released one has ended.

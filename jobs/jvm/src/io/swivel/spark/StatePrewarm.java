@@ -81,11 +81,16 @@ public final class StatePrewarm {
   public static final int API = 5;
 
   /**
-   * A failure switch for tests: a session setting that makes every load wait this many ms
-   * before it reads anything, as a slow download would (0, the default: no wait). The
-   * session's settings reach the task through the Hadoop conf the driver passes.
+   * A failure switch for tests: a session setting naming a file; a load started while it is
+   * set waits before it reads anything for as long as that file exists (at most
+   * LOAD_HOLD_MAX_S), as a slow download would, so a test decides when the load ends
+   * instead of guessing (unset, the default: no wait). The session's settings reach the
+   * task through the Hadoop conf the driver passes; executors of a local cluster see the
+   * driver's files.
    */
-  static final String LOAD_DELAY_KEY = "swivel.prewarm.test.loadDelayMs";
+  static final String LOAD_HOLD_KEY = "swivel.prewarm.test.holdWhileExists";
+
+  private static final long LOAD_HOLD_MAX_S = 120;
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   private static final String JOB_DESCRIPTION = "spark.job.description";
@@ -457,10 +462,7 @@ public final class StatePrewarm {
         return out.put("status", "already-loaded").toString();  // it serves (served) the bin
       }
       long start = System.nanoTime();
-      long delayMs = hadoopConf.value().getLong(LOAD_DELAY_KEY, 0);
-      if (delayMs > 0) {
-        Thread.sleep(delayMs);
-      }
+      holdWhileExists(hadoopConf.value().get(LOAD_HOLD_KEY, ""));
       loadShadow(spec);
       double ms = (System.nanoTime() - start) / 1e6;
       StateStoreProvider provider = loaded(shadow);
@@ -724,6 +726,18 @@ public final class StatePrewarm {
       // (RocksDB: native memory, its working folder) is lost
     }
     return true;
+  }
+
+  /** LOAD_HOLD_KEY's wait (nothing when `path` is empty). */
+  static void holdWhileExists(String path) throws InterruptedException {
+    if (path.isEmpty()) {
+      return;
+    }
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(LOAD_HOLD_MAX_S);
+    while (java.nio.file.Files.exists(java.nio.file.Paths.get(path))
+        && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
   }
 
   /** Takes the bin's shadow copy out of `loadedProviders` (none: empty). */
