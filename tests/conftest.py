@@ -87,8 +87,8 @@ def _agent_environment_restored() -> Iterator[None]:
 # in file order, as they did before: their timing checks and the 2 cores are not shared
 # with another Spark test, and the local session and each file's standalone cluster start
 # once. Everything else (unit, agent, operator, chart and sandbox tests: no JVM) runs in the
-# other worker beside them. Measured (README, "CI time"): the tests that run no Spark
-# are ~1/5 of the serial time, so the run is that much shorter, not half.
+# other worker beside them. Measured (README, under the commands): the tests that run no
+# Spark are ~1/5 of the serial time; the run is ~30 % shorter, not half.
 SPARK_FOLDERS = (
     "tests/integration/cluster/",
     "tests/integration/runtime/",
