@@ -54,6 +54,9 @@ PREWARM_POLL_S = 30.0
 PREWARM_TIMEOUT_S = 180.0
 PREWARM_LOST_ROUNDS = 25  # reads in a row (5 s) that found the target's block manager gone
 RELEASED_EXECUTOR = "swivel-released"
+# A poll's answers that say the target holds no load of the bin by the asked id, so it will
+# never answer: `no-load` (the target lost it), `superseded` (another load replaced it).
+LOAD_GONE = ("no-load", "superseded")
 
 # How transformWithState(InPandas) opens its store (TransformWithStateInPySparkExec, 4.3):
 # one binary key and value column; each state variable is a column family of the store.
@@ -401,10 +404,9 @@ def new_load_id() -> str:
 
 
 def _answers(result: dict[str, Any], load_id: str) -> bool:
-    """Whether a poll's answer ends the wait of load `load_id`: its own answer, `no-load`
-    (the target holds no load of the bin: it lost it) or `superseded` (another load of the
-    bin replaced it)."""
-    if result.get("status") in ("no-load", "superseded"):
+    """Whether a poll's answer ends the wait of load `load_id`: its own answer, or one of
+    `LOAD_GONE`."""
+    if result.get("status") in LOAD_GONE:
         return True
     return result.get("status") != "loading" and result.get("load_id") == load_id
 

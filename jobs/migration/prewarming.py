@@ -25,7 +25,7 @@ from typing import Any
 from swivel.controllers.migration import Move
 from swivel.jobs.migration.migrations import Migration
 from swivel.jobs.spark_internals import SparkInternals
-from swivel.jobs.spark_prewarm import new_load_id
+from swivel.jobs.spark_prewarm import LOAD_GONE, new_load_id
 
 Stores = Callable[[], list[tuple[int, str]]]
 
@@ -34,7 +34,7 @@ Stores = Callable[[], list[tuple[int, str]]]
 # and a second; with an interval above this (Spark's default is 60 s) it does not wait.
 UPLOAD_WAIT_MAX_S = 15.0
 # a load's answers that end its step's prewarm: the step then moves the plain way
-LOAD_FAILED = ("failed", "no-load", "superseded")
+LOAD_FAILED = ("failed", *LOAD_GONE)
 UPLOAD_CHECK_S = 0.2
 
 

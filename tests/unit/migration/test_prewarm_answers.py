@@ -135,26 +135,24 @@ def test_an_earlier_loads_answer_does_not_end_a_new_wait() -> None:
     assert later not in prewarm.blocks and prewarm.blocks[earlier]  # still announced
 
 
-def test_a_poll_that_finds_no_load_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`no-load`: the target holds no load of the bin (it lost it); the caller then moves
-    the bin the plain way, on the answer's status."""
+@pytest.mark.parametrize(
+    "status",
+    [
+        "no-load",  # the target holds no load of the bin (it lost it)
+        "superseded",  # the bin's load there is another one (a later step's)
+    ],
+)
+def test_a_poll_that_finds_this_load_gone_ends_the_wait(
+    status: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This load will never answer, so the wait ends at once instead of at its timeout; the
+    caller then moves the bin the plain way, on the answer's status."""
     monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
-    prewarm.poll_answers = [answer(7, "no-load", "")]
+    prewarm.poll_answers = [answer(7, status, "")]
     results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=5.0)
-    assert [r["status"] for r in results] == ["no-load"]
-
-
-def test_a_poll_that_finds_another_load_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`superseded`: the bin's load on the target is another one (a later step's); this
-    load will never answer, so the wait ends at once instead of at its timeout."""
-    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
-    prewarm = ScriptedPrewarm()
-    prewarm.announce_after = None
-    prewarm.poll_answers = [answer(7, "superseded", "")]
-    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=5.0)
-    assert [r["status"] for r in results] == ["superseded"]
+    assert [r["status"] for r in results] == [status]
 
 
 def test_a_load_named_by_its_caller_is_polled_and_released_by_that_name(
