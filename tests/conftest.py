@@ -81,7 +81,7 @@ def _agent_environment_restored() -> Iterator[None]:
             os.environ[name] = value
 
 
-# -- two workers (pytest-xdist: `pytest -n 2 --dist loadgroup`; README: not yet in CI) -------
+# -- two workers (pytest-xdist: `make test` runs `pytest -n 2 --dist loadgroup`) ------------
 #
 # Every test that runs Spark is in one group, so they run one after another in one worker,
 # in file order, as they did before: their timing checks and the 2 cores are not shared

@@ -121,13 +121,44 @@ def trail_keyed(
 
 @emits("label string")
 def parity(
-    df: pd.DataFrame, keep: int = 0, label: str = "v1", delay_ms: float = 0.0
+    df: pd.DataFrame, keep: int = 0, label: str = "v1", delay_ms: float = 0.0, hold: str = ""
 ) -> pd.DataFrame:
     """Keep the payments whose id has parity `keep` and write `label` on them: two of these
     on one stream (keep 0 and keep 1) split it in two disjoint halves, so each payment takes
-    exactly one branch. `delay_ms` per input row makes a task last (a switch lands in it)."""
+    exactly one branch. `delay_ms` per input row makes a task last (a switch lands in it);
+    `hold` holds it until the test has published (`_hold_second_call`)."""
     _sleep_per_row(df, delay_ms)
+    if hold:
+        _hold_second_call(hold)
     return df[df["payment"] % 2 == keep].assign(label=label)
+
+
+_calls_per_task: dict[int, int] = {}
+HOLD_AT_MOST_S = 60.0
+
+
+def _hold_second_call(path: str) -> None:
+    """In a task of batch 1 or later, wait at its second call until `path` exists.
+
+    Why the second call: the first call's rows are recorded (the test sees the task running)
+    and the rows after this call are run under whatever the worker's next check reads, so a
+    test that publishes an update and then creates `path` gets a task with old and new rows
+    however loaded the machine is. A timed publish lands between tasks when the machine is
+    busy. At most `HOLD_AT_MOST_S`: a test that never creates the file fails, not hangs.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+    if context is None or batch is None or int(batch) < 1:
+        return
+    attempt = context.taskAttemptId()
+    calls = _calls_per_task[attempt] = _calls_per_task.get(attempt, 0) + 1
+    if calls != 2:
+        return
+    deadline = time.monotonic() + HOLD_AT_MOST_S
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _log_time(log: str, what: str, rows: int) -> None:

@@ -3,10 +3,10 @@
 `payments -> {even, odd} -> count (keyed on customer) -> out`: `even` and `odd` keep the
 two halves of the stream (each payment takes one branch) and head one Fries component with
 `count`; the update relabels both heads and gives `count` a state transform. The update is
-published while a head's task of batch b runs (each input row costs a few ms), so a head
-switches mid-task and the keys' groups in b hold old and new rows. Before the tag order the
-first new row transformed the state and the old rows after it ran the old function on it;
-now the old rows run first on the untransformed state.
+published while a head's task of batch b is held after its first slice (the probe's
+`hold`), so a head switches mid-task and the keys' groups in b hold old and new rows.
+Before the tag order the first new row transformed the state and the old rows after it ran
+the old function on it; now the old rows run first on the untransformed state.
 
 `odd`'s long-poll never delivers (FileFeed lag of an hour: the lag delays the asynchronous
 path only). Before the batch-start read (`swivel.jobs.runtime.freshness`) it stamped old
@@ -45,7 +45,7 @@ PARITY = "swivel.jobs.examples.probes:parity"
 DELAY_MS = 4.0  # per input row of a head: a task of batch b lasts ~0.5 s
 
 
-def two_heads_job() -> StreamJobSpec:
+def two_heads_job(hold: Path) -> StreamJobSpec:
     return StreamJobSpec.model_validate(
         {
             "source": {"options": {"customers": "5"}},  # odd: both halves reach every key
@@ -55,9 +55,9 @@ def two_heads_job() -> StreamJobSpec:
                 "operators": [
                     {"name": "payments", "kind": "source"},
                     {"name": "even", "inputs": ["payments"], "function": PARITY,
-                     "params": {"keep": 0, "delay_ms": DELAY_MS}},
+                     "params": {"keep": 0, "delay_ms": DELAY_MS, "hold": str(hold)}},
                     {"name": "odd", "inputs": ["payments"], "function": PARITY,
-                     "params": {"keep": 1, "delay_ms": DELAY_MS}},
+                     "params": {"keep": 1, "delay_ms": DELAY_MS, "hold": str(hold)}},
                     {"name": "count", "kind": "keyed", "key": "customer",
                      "inputs": [{"from": "even", "partitioning": "hash", "key": "customer"},
                                 {"from": "odd", "partitioning": "hash", "key": "customer"}],
@@ -79,7 +79,8 @@ class Run:
 @pytest.fixture(scope="module")
 def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
     tmp_path = tmp_path_factory.mktemp("keyed-tag-order")
-    job = two_heads_job()
+    published = tmp_path / "published"  # each head's task of batch >= 1 waits for it
+    job = two_heads_job(published)
     feed_path, schedule = tmp_path / "feed.json", tmp_path / "schedule"
     schedule.mkdir()
     before = job_snapshot(job)
@@ -91,7 +92,8 @@ def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
     try:
         runtime.wait_for_batches(1, timeout=300)  # every key has state under version 1
         # Publish once a head's task of a later batch has run its first slice: the task
-        # still has most of its rows (DELAY_MS each) to run, so the head switches inside it.
+        # then waits at its second slice until `published` exists (`probes.parity`'s
+        # `hold`), so the head switches inside it however busy the machine is.
         wait_for(
             lambda: any(
                 e["operator"] in ("even", "odd") and (e["batch"] or 0) >= 1
@@ -112,6 +114,7 @@ def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
         )
         publish(feed_path, after)
         record_transition(schedule, before, after)
+        published.touch()
         runtime.wait_for_batches(runtime.batches_completed() + 2, timeout=300)
         runtime.stop_at_boundary()
     finally:
