@@ -29,7 +29,7 @@ class BenchConfig:
     swap: int = 0  # bins each executor gives; 0: bins // 4 (half of the bins move)
     batch_size: int = 2
     gap_batches: int = 0
-    executor_cores: int = 2  # a free slot beside the batch for a prewarm (docs)
+    executor_cores: int = 1  # one slot per core of a 2-core machine (docs, "setup")
     executor_memory_gb: int = 5
     storage: str = "throttled"  # or "local"
     state_store: str = "hdfs"  # or "rocksdb" (off-heap, changelog checkpointing)

@@ -49,7 +49,13 @@ def _sizes(value: str) -> tuple[int, ...]:
 )
 @click.option("--batch-size", type=int, default=2, show_default=True, help="Batched strategies.")
 @click.option("--gap-batches", type=int, default=0, show_default=True)
-@click.option("--executor-cores", type=int, default=2, show_default=True)
+@click.option(
+    "--executor-cores",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Task slots per executor (2 executors; 1 each: one per core of a 2-core machine).",
+)
 @click.option("--executor-memory-gb", type=int, default=5, show_default=True)
 @click.option(
     "--storage",
