@@ -207,7 +207,9 @@ class BinMover:
 
     def boundary(self, batch_id: int) -> None:
         """Batch `batch_id`'s stateful tasks are done and the next batch's not started."""
+        began = time.perf_counter()
         with self._lock:
+            locked, applied = time.perf_counter(), False
             self.last_boundary = batch_id
             self.snapshots.boundary(
                 batch_id, migrating=self._active is not None or bool(self._queue)
@@ -230,9 +232,13 @@ class BinMover:
                 active, self.query, self._hosts
             ):
                 self._apply_step(active, batch_id)
+                applied = True
             elif self._all_settled(active):
                 self._finish(active, batch_id)
             self._report(active)
+            if applied:  # what the next batch waited for, the step's report included
+                active.boundary_ms.append(round((time.perf_counter() - began) * 1e3, 1))
+                active.boundary_lock_ms.append(round((locked - began) * 1e3, 1))
 
     def _begin(self, migration: Migration, batch_id: int) -> bool:
         """Start the plan where the placement says it stands; False: refused (stale)."""

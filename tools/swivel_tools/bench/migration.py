@@ -244,6 +244,9 @@ class SizeRun:
         workload.wait_for_batch(last, timeout=cfg.timeout_s)
         moved, steps = migration.moved, migration.plan.step_count
         extra = reload_figures(self.mover, migration)
+        # per step, how long its boundary held the next batch (the switch's own latency)
+        extra["boundary_ms"] = migration.boundary_ms
+        extra["boundary_lock_ms"] = migration.boundary_lock_ms
         if prewarm:
             extra |= {
                 "bins_prewarmed": len(migration.prewarmed),
