@@ -104,7 +104,7 @@ class SizeRun:
 
     def start(self) -> None:
         self.workload.write_inputs(self.config.load_batches + 12)
-        query = self.workload.start(boundary=self.mover.wrap)
+        query = self.workload.start(boundary=self.mover.wrap, trigger_ms=self.config.trigger_ms)
         self.workload.feed(ahead=12)
         self.mover.attach(query)
         self.workload.wait_for_batch(self.config.load_batches + 1, timeout=self.config.timeout_s)

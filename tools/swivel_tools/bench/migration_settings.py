@@ -29,6 +29,8 @@ class BenchConfig:
     swap: int = 0  # bins each executor gives; 0: bins // 4 (half of the bins move)
     batch_size: int = 2
     gap_batches: int = 0
+    # a processing-time trigger (ms; 0: batches back to back): headroom beside the batches
+    trigger_ms: int = 0
     executor_cores: int = 1  # one slot per core of a 2-core machine (docs, "setup")
     executor_memory_gb: int = 5
     storage: str = "throttled"  # or "local"

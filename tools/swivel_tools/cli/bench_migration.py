@@ -50,6 +50,13 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--batch-size", type=int, default=2, show_default=True, help="Batched strategies.")
 @click.option("--gap-batches", type=int, default=0, show_default=True)
 @click.option(
+    "--trigger-ms",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Start a batch every N ms (0: back to back): idle time beside the batches.",
+)
+@click.option(
     "--executor-cores",
     type=int,
     default=1,
@@ -107,6 +114,7 @@ def migration(
     swap: int,
     batch_size: int,
     gap_batches: int,
+    trigger_ms: int,
     executor_cores: int,
     executor_memory_gb: int,
     storage: str,
@@ -137,6 +145,7 @@ def migration(
         swap=swap,
         batch_size=batch_size,
         gap_batches=gap_batches,
+        trigger_ms=trigger_ms,
         executor_cores=executor_cores,
         executor_memory_gb=executor_memory_gb,
         storage=storage,
