@@ -133,7 +133,7 @@ def parity(
     return df[df["payment"] % 2 == keep].assign(label=label)
 
 
-_calls_per_task: dict[int, int] = {}
+_calls_in_task = [-1, 0]  # [task attempt id, calls]: a worker runs one task at a time
 HOLD_AT_MOST_S = 60.0
 
 
@@ -153,8 +153,10 @@ def _hold_second_call(path: str) -> None:
     if context is None or batch is None or int(batch) < 1:
         return
     attempt = context.taskAttemptId()
-    calls = _calls_per_task[attempt] = _calls_per_task.get(attempt, 0) + 1
-    if calls != 2:
+    if _calls_in_task[0] != attempt:
+        _calls_in_task[:] = [attempt, 0]
+    _calls_in_task[1] += 1
+    if _calls_in_task[1] != 2:
         return
     deadline = time.monotonic() + HOLD_AT_MOST_S
     while not os.path.exists(path) and time.monotonic() < deadline:

@@ -236,7 +236,7 @@ class BinMover:
             elif self._all_settled(active):
                 self._finish(active, batch_id)
             self._report(active)
-            if applied:  # what the next batch waited for, the step's report included
+            if applied:  # part of this batch's duration; the next batch starts after it
                 active.boundary_ms.append(round((time.perf_counter() - began) * 1e3, 1))
                 active.boundary_lock_ms.append(round((locked - began) * 1e3, 1))
 

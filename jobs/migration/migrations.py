@@ -84,9 +84,9 @@ class Migration:
     # per switched step, why its top-ups did not replay from its givers' fresh snapshots
     # (None: they did; StepPrewarm.snapshot_ahead)
     snapshots_ahead: list[str | None] = field(default_factory=list)
-    # per step applied by this driver, how long the boundary that applied it held the next
-    # batch (ms, the boundary hook from its call to its return): the part of a switching
-    # batch's latency that is the switch itself
+    # per step applied by this driver, how long the boundary that applied it took (ms, the
+    # hook from its call to its return, inside the switching batch's foreachBatch, so part
+    # of that batch's duration): the part of its latency that is the switch itself
     boundary_ms: list[float] = field(default_factory=list)
     # of which waiting for the mover's lock (held by the verifier between batches)
     boundary_lock_ms: list[float] = field(default_factory=list)

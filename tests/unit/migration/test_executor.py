@@ -110,7 +110,7 @@ def test_fluid_plan_one_move_per_boundary_all_verified() -> None:
     assert [o.verified_in_batch for o in migration.outcomes.values()] == [2, 3, 4]
     assert fake.waits == ["30s", "3s"]  # raised for the migration, restored after
     assert fake.coordinator == target
-    # each step's boundary is timed (what the next batch waited for), its lock wait inside
+    # each step's boundary is timed (part of the switching batch), its lock wait inside
     assert len(migration.boundary_ms) == len(migration.boundary_lock_ms) == 3
     assert all(
         0 <= lock <= total

@@ -244,7 +244,7 @@ class SizeRun:
         workload.wait_for_batch(last, timeout=cfg.timeout_s)
         moved, steps = migration.moved, migration.plan.step_count
         extra = reload_figures(self.mover, migration)
-        # per step, how long its boundary held the next batch (the switch's own latency)
+        # per step, what its boundary added to the switching batch (the switch's own latency)
         extra["boundary_ms"] = migration.boundary_ms
         extra["boundary_lock_ms"] = migration.boundary_lock_ms
         if prewarm:

@@ -51,7 +51,7 @@ def _sizes(value: str) -> tuple[int, ...]:
 @click.option("--gap-batches", type=int, default=0, show_default=True)
 @click.option(
     "--trigger-ms",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="Start a batch every N ms (0: back to back): idle time beside the batches.",
