@@ -111,6 +111,10 @@ if importlib.util.find_spec("xdist") is not None:  # an unknown hook would fail 
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """`--dist loadgroup` (what `make test` asks for) with the Spark unit; any other
+        `--dist` keeps xdist's own scheduler (None: the next implementation decides)."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
         from xdist.scheduler import LoadScopeScheduling
 
         class SparkTestsInOneWorker(LoadScopeScheduling):
