@@ -43,3 +43,24 @@ def test_the_steady_run_option_and_the_text_lines(
     assert seen[-1].steady_run_batches is None  # the default: the longest window + a margin
     refused = runner.invoke(migration, ["--steady-run-batches", "-1"])
     assert refused.exit_code != 0
+
+
+def test_the_trigger_and_the_slots_reach_the_settings_and_a_negative_trigger_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[bench.BenchConfig] = []
+
+    def run(config: bench.BenchConfig, **_: Any) -> dict[str, Any]:
+        seen.append(config)
+        return {"steady_batch_ms": {"p50": 2_000.0, "keys": 160_000}, "strategies": {}}
+
+    monkeypatch.setattr(bench, "run_migration_bench", run)
+    runner = CliRunner()
+    assert runner.invoke(migration, ["--plots", str(tmp_path)]).exit_code == 0
+    assert (seen[-1].trigger_ms, seen[-1].executor_cores) == (0, 1)  # back to back, 1 slot
+    out = runner.invoke(migration, ["--trigger-ms", "3000", "--plots", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert seen[-1].trigger_ms == 3000
+    refused = runner.invoke(migration, ["--trigger-ms", "-1", "--plots", str(tmp_path)])
+    assert refused.exit_code == 2 and "--trigger-ms" in refused.output, refused.output
+    assert len(seen) == 2  # nothing ran for the refused value
