@@ -9,7 +9,6 @@ times). The fixture refuses such a session instead of adopting it.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import sys
@@ -107,18 +106,17 @@ def spark_scope(nodeid: str) -> str:
     return SPARK_UNIT if nodeid.startswith(SPARK_FOLDERS) else nodeid
 
 
-if importlib.util.find_spec("xdist") is not None:  # an unknown hook would fail the run
+# optional: without xdist, or with `-p no:xdist`, pytest does not know this hook
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (what `make test` asks for) with the Spark unit; any other
+    `--dist` keeps xdist's own scheduler (None: the next implementation decides)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-        """`--dist loadgroup` (what `make test` asks for) with the Spark unit; any other
-        `--dist` keeps xdist's own scheduler (None: the next implementation decides)."""
-        if config.getvalue("dist") != "loadgroup":
-            return None
-        from xdist.scheduler import LoadScopeScheduling
+    class SparkTestsInOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return spark_scope(nodeid)
 
-        class SparkTestsInOneWorker(LoadScopeScheduling):
-            def _split_scope(self, nodeid: str) -> str:
-                return spark_scope(nodeid)
-
-        return SparkTestsInOneWorker(config, log)
+    return SparkTestsInOneWorker(config, log)
