@@ -5,6 +5,8 @@ first use (tests that do not ask for it never start a JVM) and used by every Spa
 asked for: a session another fixture left running (the cluster tests' standalone session)
 would silently run the local tests on another master (there, a failed task is retried 4
 times). The fixture refuses such a session instead of adopting it.
+
+At import it sets the tests' function allow-list (`TEST_FUNCTION_PREFIXES`, below).
 """
 
 from __future__ import annotations
@@ -18,6 +20,16 @@ from typing import Any
 import pytest
 
 MASTER = "local[2]"  # local mode: a failed task fails its job (no retry)
+
+# The tests' function allow-list: the default (`swivel.jobs.examples`) plus the probes in
+# `swivel.jobs.testing`, which many tests name and which no installation allows by default
+# (they delete, append to and wait for files a manifest names: jobs/testing/__init__.py).
+# Set here, at import, before any test starts a process: drivers, agents and Spark's Python
+# workers inherit this process's environment, and a standalone cluster's executors inherit
+# that of the process that started it. A test of the default itself deletes the variable
+# (`monkeypatch.delenv`); a value set outside the run is kept.
+TEST_FUNCTION_PREFIXES = "swivel.jobs.examples,swivel.jobs.testing"
+os.environ.setdefault("SWIVEL_FUNCTION_PREFIXES", TEST_FUNCTION_PREFIXES)
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,12 @@ StreamJob. The rule (issue 11, docs/functions.md):
   module*: equal to a configured prefix or below it on a dotted boundary (`a.b` allows
   `a.b` and `a.b.c`, never `a.bc`). The prefixes are the installation's
   (`SWIVEL_FUNCTION_PREFIXES`, comma separated, set from the chart's
-  `functions.allowedPrefixes`; default `swivel.jobs.examples`).
+  `functions.allowedPrefixes`; default `swivel.jobs.examples`, the examples only: the
+  tests' probes, `swivel.jobs.testing`, are allowed only where the tests add them).
 - The target must be a function *defined in that module*: a top-level `def` or a lambda
   assigned there, or a `def` (plain, static or class method) in the body of a class
   defined there. Nothing reached through an attribute that leads elsewhere: no module
-  objects (`fraud:pd.read_pickle`), no imported names (`probes:os.system`, `from x import
+  objects (`fraud:pd.read_pickle`), no imported names (`labels:emits`, `from x import
   y`), no classes of other modules (`fraud:pd.DataFrame.to_csv`), no name starting with
   `_` (dunders such as `__globals__`, `__class__`, `__init__`, and private helpers). A
   class itself is not a target: calling it would run constructors it may inherit from

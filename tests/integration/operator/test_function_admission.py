@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from swivel.api.functions import PREFIXES_ENV
 from tests.integration.operator.conftest import Harness
 from tests.polling import wait_for
 
@@ -29,13 +30,22 @@ def _no_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
     ("update", "field"),
     [
         ({"function": TO_CSV}, "spec.functionUpdates[0].function"),
-        ({"function": "swivel.jobs.examples.probes:os.system"}, "spec.functionUpdates[0].function"),
+        (
+            {"function": "swivel.jobs.examples.labels:time.sleep"},
+            "spec.functionUpdates[0].function",
+        ),
+        ({"function": "swivel.jobs.testing.probes:counting"}, "spec.functionUpdates[0].function"),
         ({"stateTransform": "os:system"}, "spec.functionUpdates[0].stateTransform"),
     ],
 )
 def test_a_reconfiguration_naming_a_refused_function_fails_with_the_field(
-    harness: Harness, caplog: pytest.LogCaptureFixture, update: dict[str, str], field: str
+    harness: Harness,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    update: dict[str, str],
+    field: str,
 ) -> None:
+    monkeypatch.delenv(PREFIXES_ENV, raising=False)  # the default list (the tests widen it)
     h = harness
     h.job()
     body = h.example("reconfiguration.yaml")

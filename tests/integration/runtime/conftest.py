@@ -41,7 +41,7 @@ def labelling_job(delay_ms: float = 0.0) -> StreamJobSpec:
                     {
                         "name": "label",
                         "inputs": ["payments"],
-                        "function": "swivel.jobs.examples.probes:labelled",
+                        "function": "swivel.jobs.examples.labels:labelled",
                         "params": {"label": "v1", "delay_ms": delay_ms},
                     },
                     {"name": "out", "kind": "sink", "inputs": ["label"]},

@@ -2,7 +2,7 @@
 harness that runs one on local Spark and judges it.
 
 A `Case` is a small job (a source, a first map `p0`, 2-5 more operators, 1-2 sinks: at most
-8 operators) built from the trail probes (`swivel.jobs.examples.probes`): maps, filters,
+8 operators) built from the trail probes (`swivel.jobs.testing.probes`): maps, filters,
 flatMaps (k rows per input), replicates, unions, blocking aggregates and keyed operators
 (by customer or merchant, forward or hash in-edges), wired into fan-outs and merges at
 random, plus a random
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from swivel.api.streamjob import StreamJobSpec
 
 JOB_NAME = "proof"
-PROBES = "swivel.jobs.examples.probes:"
+PROBES = "swivel.jobs.testing.probes:"
 FUNCTIONS = {
     "map": "trail",
     "filter": "trail_filter",

@@ -41,7 +41,7 @@ from tests.polling import wait_for
 
 pytestmark = pytest.mark.spark
 
-PARITY = "swivel.jobs.examples.probes:parity"
+PARITY = "swivel.jobs.testing.probes:parity"
 DELAY_MS = 4.0  # per input row of a head: a task of batch b lasts ~0.5 s
 
 
@@ -61,7 +61,7 @@ def two_heads_job(hold: Path) -> StreamJobSpec:
                     {"name": "count", "kind": "keyed", "key": "customer",
                      "inputs": [{"from": "even", "partitioning": "hash", "key": "customer"},
                                 {"from": "odd", "partitioning": "hash", "key": "customer"}],
-                     "function": "swivel.jobs.examples.probes:counting"},
+                     "function": "swivel.jobs.testing.probes:counting"},
                     {"name": "out", "kind": "sink", "inputs": ["count"]},
                 ],
             },
@@ -108,7 +108,7 @@ def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
             {
                 "even": {"params": {"keep": 0, "label": "v2", "delay_ms": DELAY_MS}},
                 "odd": {"params": {"keep": 1, "label": "v2", "delay_ms": DELAY_MS}},
-                "count": {"stateTransform": "swivel.jobs.examples.probes:mark_transformed"},
+                "count": {"stateTransform": "swivel.jobs.testing.probes:mark_transformed"},
             },
             components=[(["even", "odd"], ["even", "odd", "count"])],
         )

@@ -37,7 +37,7 @@ NEW = {("s2", "cheap"), ("l2", "cheap")}
 
 
 def diamond_job() -> StreamJobSpec:
-    labelled = "swivel.jobs.examples.probes:labelled"
+    labelled = "swivel.jobs.examples.labels:labelled"
     return StreamJobSpec.model_validate(
         {
             "sparkConf": {"spark.sql.execution.arrow.maxRecordsPerBatch": "10"},
@@ -170,7 +170,7 @@ def test_naive_switching_of_a_diamond_is_caught_by_the_checker(spark, tmp_path) 
 def test_branches_meeting_after_keyed_operators_split_the_shared_input(spark, tmp_path) -> None:
     # parse feeds two keyed operators (by customer, by merchant) whose outputs meet at the
     # sink: no region can hold that, so Spark reads the source and runs parse once per branch.
-    counting = "swivel.jobs.examples.probes:counting"
+    counting = "swivel.jobs.testing.probes:counting"
     job = StreamJobSpec.model_validate(
         {
             "source": {"kind": "generator", "options": {"customers": "8", "merchants": "4"}},

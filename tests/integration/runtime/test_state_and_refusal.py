@@ -29,7 +29,7 @@ def counting_job() -> StreamJobSpec:
                         "kind": "keyed",
                         "key": "customer",
                         "inputs": [{"from": "payments", "partitioning": "hash", "key": "customer"}],
-                        "function": "swivel.jobs.examples.probes:counting",
+                        "function": "swivel.jobs.testing.probes:counting",
                     },
                     {"name": "out", "kind": "sink", "inputs": ["count"]},
                 ],
@@ -58,7 +58,7 @@ def test_a_state_transform_is_applied_once_per_key_across_a_replayed_batch(
             {
                 "count": {
                     "params": {"fail_marker": str(marker)},
-                    "stateTransform": "swivel.jobs.examples.probes:mark_transformed",
+                    "stateTransform": "swivel.jobs.testing.probes:mark_transformed",
                 }
             },
         )

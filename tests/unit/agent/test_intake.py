@@ -10,7 +10,7 @@ from swivel.api.streamjob import StreamJobSpec
 from swivel.jobs.agent.hub import Hub
 from swivel.jobs.agent.intake import PlanRejected, parse_submission
 
-COUNTING = "swivel.jobs.examples.probes:counting"
+COUNTING = "swivel.jobs.testing.probes:counting"
 PARSE = "swivel.jobs.examples.fraud:parse"
 
 # parse feeds two keyed operators whose outputs meet only at the sink: Spark evaluates

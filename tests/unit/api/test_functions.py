@@ -22,21 +22,27 @@ from swivel.api.functions import (
     prefixes_from_env,
     spec_problems,
 )
-from swivel.api.manifests import load_reconfiguration, load_streamjob
+from swivel.api.manifests import load_reconfiguration, load_streamjob, load_yaml, parse_manifest
+from swivel.api.reconfiguration import Reconfiguration
+from swivel.api.streamjob import StreamJob
 from swivel.jobs.runtime.functions import resolve
 
 ROOT = Path(__file__).resolve().parents[3]
 FRAUD = ROOT / "examples" / "fraud-detection"
-EXAMPLES = AllowList(prefixes=("swivel.jobs.examples",))
+EXAMPLES = AllowList(prefixes=("swivel.jobs.examples",))  # the default
+# The tests' list (tests/conftest.py): the default plus the probes, which no default allows.
+TESTS = AllowList(prefixes=("swivel.jobs.examples", "swivel.jobs.testing"))
 
-# Every bypass the issue found, and more: each must be refused by both checks.
+# Every bypass the issue found, and more: each must be refused by both checks, even under
+# the tests' wider list.
 BYPASSES = [
-    "swivel.jobs.examples.probes:os.system",  # a module object imported by an allowed module
+    "swivel.jobs.testing.probes:os.system",  # a module object imported by an allowed module
     "swivel.jobs.examples.fraud:pd.read_pickle",
     "swivel.jobs.examples.fraud:pd.DataFrame.to_csv",  # a class of another module
     "swivel.jobs.examples.fraud:np.load",
-    "swivel.jobs.examples.probes:time.sleep",
-    "swivel.jobs.examples.probes:emits",  # `from x import y`: defined elsewhere
+    "swivel.jobs.examples.labels:time.sleep",
+    "swivel.jobs.examples.labels:emits",  # `from x import y`: defined elsewhere
+    "swivel.jobs.testing.probes:labelled",  # imported from swivel.jobs.examples.labels
     "swivel.jobs.examples.fraud:math.ceil",
     "swivel.jobs.examples.fraud:Any",
     "swivel.jobs.examples.fraud:parse.__globals__",
@@ -63,10 +69,10 @@ BYPASSES = [
 @pytest.mark.parametrize("ref", BYPASSES)
 def test_every_bypass_is_refused_at_admission_and_in_the_workers(ref: str) -> None:
     with pytest.raises(FunctionRefused) as admitted:
-        check_reference(ref, EXAMPLES, "spec.x", missing_ok=False)
+        check_reference(ref, TESTS, "spec.x", missing_ok=False)
     assert admitted.value.field == "spec.x"
     with pytest.raises(FunctionRefused):
-        resolve(ref, EXAMPLES, "spec.x")
+        resolve(ref, TESTS, "spec.x")
 
 
 @pytest.mark.parametrize(
@@ -75,14 +81,69 @@ def test_every_bypass_is_refused_at_admission_and_in_the_workers(ref: str) -> No
         "swivel.jobs.examples.fraud:parse",
         "swivel.jobs.examples.fraud:customer_model",
         "swivel.jobs.examples.fraud:rescale_customer_state",
-        "swivel.jobs.examples.probes:labelled",
-        "swivel.jobs.examples.probes:counting",
+        "swivel.jobs.examples.labels:labelled",
     ],
 )
 def test_the_examples_resolve(ref: str) -> None:
     check_reference(ref, EXAMPLES, missing_ok=False)
     function = resolve(ref, EXAMPLES)
     assert function.__module__ == ref.partition(":")[0]
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "swivel.jobs.testing.probes:counting",
+        "swivel.jobs.testing.probes:mark_transformed",
+        "swivel.jobs.testing.probes:parity",
+        "swivel.jobs.testing.probes:logged",
+    ],
+)
+def test_the_probes_resolve_only_where_the_testing_package_is_allowed(ref: str) -> None:
+    check_reference(ref, TESTS, missing_ok=False)
+    assert resolve(ref, TESTS).__module__ == "swivel.jobs.testing.probes"
+    with pytest.raises(FunctionRefused, match="is not allowed"):
+        check_reference(ref, EXAMPLES, missing_ok=False)
+    with pytest.raises(FunctionRefused):
+        resolve(ref, EXAMPLES)
+
+
+def test_the_default_allows_the_examples_and_refuses_the_probes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What an installation runs unless its chart says otherwise (the tests widen it)."""
+    monkeypatch.delenv(PREFIXES_ENV, raising=False)
+    allow = AllowList()
+    assert allow.prefixes == ("swivel.jobs.examples",)
+    with pytest.raises(FunctionRefused) as refused:
+        check_reference("swivel.jobs.testing.probes:counting", field="spec.f", missing_ok=False)
+    assert refused.value.field == "spec.f"
+    assert refused.value.reason.startswith(
+        "'swivel.jobs.testing.probes:counting' is not allowed; allowed: functions defined in "
+        "modules under [swivel.jobs.examples] (SWIVEL_FUNCTION_PREFIXES)"
+    )
+    check_reference("swivel.jobs.examples.labels:labelled", missing_ok=False)
+    with pytest.raises(FunctionRefused):
+        resolve("swivel.jobs.testing.probes:counting", AllowList())
+    assert callable(resolve("swivel.jobs.examples.labels:labelled", AllowList()))
+
+
+EXAMPLE_MANIFESTS = sorted((ROOT / "examples").glob("*/*.yaml"))
+
+
+@pytest.mark.parametrize(
+    "path", EXAMPLE_MANIFESTS, ids=[str(p.relative_to(ROOT)) for p in EXAMPLE_MANIFESTS]
+)
+def test_every_example_manifest_runs_under_the_default_allow_list(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user runs examples/ on an installation with the default list: every function
+    reference there must be allowed by it and installed (the probes are not)."""
+    monkeypatch.delenv(PREFIXES_ENV, raising=False)
+    document = load_yaml(path)
+    model = {"StreamJob": StreamJob, "Reconfiguration": Reconfiguration}[document["kind"]]
+    spec = parse_manifest(document, model).spec
+    assert spec_problems(spec, missing_ok=False) == []
 
 
 def test_prefixes_match_on_module_boundaries_only() -> None:
@@ -287,7 +348,8 @@ def test_admission_never_imports_an_allowed_module() -> None:
     assert out.strip() == "[]"
 
 
-def test_manifests_are_checked_when_loaded(tmp_path: Path) -> None:
+def test_manifests_are_checked_when_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PREFIXES_ENV, raising=False)  # the default list, named in the refusal
     text = (FRAUD / "streamjob.yaml").read_text()
     path = tmp_path / "job.yaml"
     path.write_text(text.replace("fraud:combine", "fraud:pd.DataFrame.to_csv"))
@@ -312,7 +374,7 @@ def test_a_reconfiguration_names_each_refused_reference() -> None:
         {
             "jobRef": {"name": "j"},
             "functionUpdates": [
-                {"operator": "a", "function": "swivel.jobs.examples.probes:os.system"},
+                {"operator": "a", "function": "swivel.jobs.examples.labels:time.sleep"},
                 {"operator": "b", "stateTransform": "os:system"},
                 {"operator": "c", "function": "swivel.jobs.examples.fraud:parse"},
             ],

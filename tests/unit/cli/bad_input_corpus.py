@@ -97,12 +97,12 @@ BIG = "9" * 5000
 REFS = [
     "os:system",
     "builtins:eval",
-    "swivel.jobs.examples.probes:os.system",
+    "swivel.jobs.testing.probes:os.system",
     "swivel.jobs.examples.fraud:pd.read_pickle",
     "swivel.jobs.examples.fraud:pd.DataFrame.to_csv",
     "swivel.jobs.examples.fraud:np.load",
-    "swivel.jobs.examples.probes:emits",
-    "swivel.jobs.examples.probes:time.sleep",
+    "swivel.jobs.examples.labels:emits",
+    "swivel.jobs.examples.labels:time.sleep",
     "swivel.jobs.examples.fraud:parse.__globals__",
     "swivel.jobs.examples.fraud:parse.__class__",
     "swivel.jobs.examples.fraud:_expensive_scores",
@@ -442,7 +442,7 @@ def run_compile_cases() -> Iterator[Case]:
     )
     yield Case(
         "function refused",
-        job=ops([source, {**parse, "function": "swivel.jobs.examples.probes:os.system"}, sink]),
+        job=ops([source, {**parse, "function": "swivel.jobs.testing.probes:os.system"}, sink]),
     )
     yield Case(
         "function not defined",

@@ -31,7 +31,7 @@ from swivel.jobs.runtime.operators import (
 from swivel.jobs.runtime.regions import run_blocking
 from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
-LABEL = "swivel.jobs.examples.probes:labelled"
+LABEL = "swivel.jobs.examples.labels:labelled"
 TOTALS = "swivel.jobs.examples.aggregates:totals"
 
 
@@ -99,7 +99,7 @@ def test_a_blocking_keyed_operator_stays_a_keyed_step() -> None:
         SOURCE,
         fn("parse", "in"),
         {"name": "k", "kind": "keyed", "key": "customer", "inputs": ["parse"],
-         "function": "swivel.jobs.examples.probes:counting", "blocking": True},
+         "function": "swivel.jobs.testing.probes:counting", "blocking": True},
         fn("after", "k"),
         {"name": "out", "kind": "sink", "inputs": ["after"]},
     )  # fmt: skip

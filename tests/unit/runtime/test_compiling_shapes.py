@@ -34,8 +34,8 @@ from swivel.jobs.runtime.regions import CHUNK, ChunkView, RegionStep, run_region
 from swivel.protocol.snapshots import Component, OperatorConfig, Snapshot, Transition
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fraud-detection" / "streamjob.yaml"
-F = "swivel.jobs.examples.probes:labelled"
-K = "swivel.jobs.examples.probes:counting"
+F = "swivel.jobs.examples.labels:labelled"
+K = "swivel.jobs.testing.probes:counting"
 
 
 def job(*operators: dict[str, Any]) -> StreamJobSpec:

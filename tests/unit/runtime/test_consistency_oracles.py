@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 from hypothesis import HealthCheck, given, settings
 
-from swivel.jobs.examples.probes import (
+from swivel.jobs.testing.probes import (
     mark_transformed,
     trail,
     trail_copies,

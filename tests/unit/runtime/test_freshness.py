@@ -27,7 +27,7 @@ from swivel.jobs.runtime.operators import (
 from swivel.jobs.runtime.testing import with_transition
 from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
-LABEL = "swivel.jobs.examples.probes:labelled"
+LABEL = "swivel.jobs.examples.labels:labelled"
 COLUMNS = ("_swivel_record", "_swivel_tag_0")
 
 

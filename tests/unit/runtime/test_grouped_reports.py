@@ -20,7 +20,7 @@ JOB = StreamJobSpec.model_validate(
                 {
                     "name": "label",
                     "inputs": ["payments"],
-                    "function": "swivel.jobs.examples.probes:labelled",
+                    "function": "swivel.jobs.examples.labels:labelled",
                     "params": {"label": "v1"},
                 },
                 {"name": "out", "kind": "sink", "inputs": ["label"]},

@@ -33,9 +33,9 @@ from swivel.jobs.runtime.operators import (
 from swivel.jobs.runtime.testing import with_transition
 from swivel.protocol.snapshots import OperatorConfig, Snapshot
 
-COUNTING = "swivel.jobs.examples.probes:counting"
-LABEL = "swivel.jobs.examples.probes:labelled"
-TRANSFORM = "swivel.jobs.examples.probes:mark_transformed"
+COUNTING = "swivel.jobs.testing.probes:counting"
+LABEL = "swivel.jobs.examples.labels:labelled"
+TRANSFORM = "swivel.jobs.testing.probes:mark_transformed"
 INPUT = ("_swivel_record", "customer", "_swivel_tag_0")
 OUTPUT = (*INPUT, "seen", "transforms", EMITTED_COLUMN)
 

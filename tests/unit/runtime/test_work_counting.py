@@ -130,7 +130,7 @@ def test_a_key_group_is_counted_under_its_bin(in_partition: WorkCounter) -> None
 
 def test_a_stateless_chunk_is_counted_under_its_partition(in_partition: WorkCounter) -> None:
     columns = ("_swivel_record", "_swivel_ts", "value")
-    runner = _runner("ident", "swivel.jobs.examples.probes:labelled", False, columns)
+    runner = _runner("ident", "swivel.jobs.examples.labels:labelled", False, columns)
     chunk = pd.DataFrame({"_swivel_record": ["a", "b"], "_swivel_ts": [1, 2], "value": ["x", "y"]})
     runner.plan = OperatorPlan(
         "ident", False, None, columns, (*columns, EMITTED_COLUMN), runner.plan.initial

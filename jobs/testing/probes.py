@@ -1,5 +1,12 @@
-"""Small functions the runtime's tests and the benchmark use to observe a running query:
-they make batches slow on purpose, count state transitions, and fail once on demand.
+"""Probes Swivel's own tests use to observe a running query: they make batches slow on
+purpose, count state transitions, fail once on demand, log when they ran and hold a task.
+
+Several act on files a manifest names (`counting`'s `fail_marker` deletes one, `logged` and
+`logged_totals` append to files in a folder, `parity`'s `hold` waits up to 60 s for one),
+so this module is in `swivel.jobs.testing`, outside the default function allow-list: only
+an installation that adds `swivel.jobs.testing` to `SWIVEL_FUNCTION_PREFIXES` runs it, as
+the tests do (tests/conftest.py). The benign `labelled` is an example,
+`swivel.jobs.examples.labels:labelled`.
 """
 
 from __future__ import annotations
@@ -10,15 +17,8 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]  # no pandas-stubs in dev deps
 
+from swivel.jobs.examples.labels import labelled
 from swivel.jobs.runtime.functions import emits
-
-
-@emits("label string")
-def labelled(df: pd.DataFrame, label: str = "v1", delay_ms: float = 0.0) -> pd.DataFrame:
-    """Write `label` on every row, after sleeping `delay_ms` per Arrow batch."""
-    if delay_ms:
-        time.sleep(delay_ms / 1000.0)
-    return df.assign(label=label)
 
 
 @emits("seen long, transforms long")
@@ -175,7 +175,7 @@ def _log_time(log: str, what: str, rows: int) -> None:
 
 @emits("label string")
 def logged(df: pd.DataFrame, log: str, delay_ms: float = 0.0) -> pd.DataFrame:
-    """`labelled` that notes when it produced each Arrow batch's rows (`_log_time`)."""
+    """`labels.labelled` that notes when it produced each Arrow batch's rows (`_log_time`)."""
     out = labelled(df, "v1", delay_ms)
     _log_time(log, "produced", len(out))
     return out
