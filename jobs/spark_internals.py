@@ -148,16 +148,28 @@ class SparkInternals:
 
     def location(self, query: Any, partition: int, operator: int = 0) -> str | None:
         """The executor id the coordinator holds for bin `partition` (None: not loaded yet)."""
-        root = self.state_root(query)
-        found = self._coordinator().getLocation(
-            self._provider_id(query, root, operator, partition, STORE_DEFAULT)
-        )
-        if found.isEmpty():
-            return None
-        return executor_of_location(str(found.get()))
+        return self._locations(query, [partition], operator)[partition]
 
     def placement(self, query: Any, bins: int, operator: int = 0) -> dict[int, str | None]:
-        return {p: self.location(query, p, operator) for p in range(bins)}
+        return self._locations(query, range(bins), operator)
+
+    def _locations(
+        self, query: Any, partitions: Iterable[int], operator: int
+    ) -> dict[int, str | None]:
+        """The root, the coordinator, the run id and the two classes are looked up once,
+        then four py4j calls per bin: the boundary that begins a migration reads every bin
+        (bin by bin, with all look-ups repeated, 64 bins took 0.5-0.8 s of that batch)."""
+        root = self.state_root(query)
+        coordinator = self._coordinator()
+        run_id = self._jvm.java.util.UUID.fromString(str(query.runId))
+        store_id, provider_id = self._state.StateStoreId, self._state.StateStoreProviderId
+        out: dict[int, str | None] = {}
+        for partition in partitions:
+            provider = provider_id(store_id(root, operator, partition, STORE_DEFAULT), run_id)
+            found = str(coordinator.getLocation(provider).toString())  # "Some(...)" | "None"
+            inner = found[len("Some(") : -1] if found.startswith("Some(") else None
+            out[partition] = None if inner is None else executor_of_location(inner)
+        return out
 
     def set_location(
         self,

@@ -44,7 +44,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 5
+HELPER_API = 6
 # How often a prewarm reads the answers its loads announced through the block manager (no
 # Spark job: a look-up in the driver's BlockManagerMaster), how often it also polls with a
 # Spark job (one short task per bin, which waits for a slot beside the batch: only for an
@@ -53,7 +53,7 @@ PREWARM_ANSWER_S = 0.2
 PREWARM_POLL_S = 30.0
 PREWARM_TIMEOUT_S = 180.0
 PREWARM_LOST_ROUNDS = 25  # reads in a row (5 s) that found the target's block manager gone
-RELEASED_EXECUTOR = "swivel-released"
+RELEASED_EXECUTOR = "swivel-released"  # StatePrewarm.RELEASED_EXECUTOR (switchStep's)
 # A poll's answers that say the target holds no load of the bin by the asked id, so it will
 # never answer: `no-load` (the target lost it), `superseded` (another load replaced it).
 LOAD_GONE = ("no-load", "superseded")
@@ -219,16 +219,37 @@ class StatePrewarm:
         then reloads in its batch as without prewarm). `version` is the one the next batch
         reads (the boundary after batch b: b + 1; default: the last progress's); a RocksDB
         copy is topped up to it first. One Spark job for all targets, one task per bin on
-        its target: the boundary is on the batch path, and every target tops up at once."""
+        its target: the boundary is on the batch path, and every target tops up at once.
+        The re-pointing, the job and the shadows' release are one call into the helper
+        (`switchStep`): from here each bin's re-pointing took a dozen py4j round trips."""
         moves = list(moves)
+        if not moves:
+            return []
         if version is None:
             version = self.committed_version(query)
-        for bin_id, target, host in moves:
-            self.internals.set_location(query, bin_id, target, host, stores)
-        try:
-            return self._run_placed("activate", query, moves, stores=stores, version=version)
-        finally:  # activated or not, no shadow copy may stay active anywhere
-            self._release_shadows(query, [bin_id for bin_id, _, _ in moves], stores)
+        helper = self._helper()
+        state = self.internals.query_session(query).sessionState()
+        hadoop_conf = state.newHadoopConf()
+        root = self.internals.state_root(query)
+        store_specs = []
+        for operator, store in stores:
+            key_json, value_json, column_families = self._schema(
+                helper, hadoop_conf, root, operator, store
+            )
+            fields = (str(operator), store, key_json, value_json, str(column_families).lower())
+            store_specs.append("\t".join(fields))
+        answers = helper.switchStep(
+            self.internals.sc._jsc.sc(),
+            state.conf(),
+            hadoop_conf,
+            self.internals._coordinator(),
+            [f"{b}\t{executor}\t{host}" for b, executor, host in moves],
+            store_specs,
+            root,
+            str(query.runId),
+            version,
+        )
+        return [json.loads(str(a)) for a in answers]
 
     def release(
         self,

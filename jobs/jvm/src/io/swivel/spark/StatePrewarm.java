@@ -58,6 +58,7 @@ import org.apache.spark.sql.execution.streaming.state.SchemaHelper;
 import org.apache.spark.sql.execution.streaming.state.StateStore$;
 import org.apache.spark.sql.execution.streaming.state.StateStoreColFamilySchema;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
@@ -78,7 +79,7 @@ import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
   /** Bumped when the wire format of `run` or `announced` changes; the Python side checks it. */
-  public static final int API = 5;
+  public static final int API = 6;
 
   /**
    * A failure switch for tests: a session setting naming a file; a load started while it is
@@ -414,6 +415,59 @@ public final class StatePrewarm {
     } finally {
       sc.setLocalProperty(JOB_DESCRIPTION, description);
     }
+  }
+
+  /** Where a released shadow id points: no executor, on a host of that name. */
+  static final String RELEASED_EXECUTOR = "swivel-released";
+
+  /**
+   * A prewarmed step's whole switch, in one call from the driver: the boundary is on the
+   * batch path, and from Python each bin's re-pointing took a dozen py4j round trips (each
+   * also waiting for the GIL). Points every bin's real id at its target (what `set_location`
+   * does), runs `activate` for each store (one job per store, as `run`), and then, activated
+   * or not, points every bin's shadow ids at no executor, so no shadow copy stays the
+   * active instance anywhere. `targets` as in `run`; `stores` one entry per store,
+   * "operatorId\tstoreName\tkeySchema\tvalueSchema\tcolumnFamilies" (schemas are JSON,
+   * which never holds a raw tab; columnFamilies is true or false). Returns `activate`'s
+   * answers, every store's.
+   */
+  public static List<String> switchStep(SparkContext sc, SQLConf sqlConf,
+      Configuration hadoopConf, StateStoreCoordinatorRef coordinator, List<String> targets,
+      List<String> stores, String root, String runId, long version) {
+    UUID real = UUID.fromString(runId);
+    UUID shadow = shadowRunId(real);
+    scala.collection.immutable.Seq<StateStoreProviderId> none =
+        CollectionConverters.asScala(new ArrayList<StateStoreProviderId>()).toList();
+    for (String target : targets) {
+      String[] bin = target.split("\t", -1);
+      for (String store : stores) {
+        String[] parts = store.split("\t", -1);
+        StateStoreId id = new StateStoreId(root, Long.parseLong(parts[0]),
+            Integer.parseInt(bin[0]), parts[1]);
+        coordinator.reportActiveInstance(new StateStoreProviderId(id, real), bin[2], bin[1], none);
+      }
+    }
+    List<String> answers = new ArrayList<>();
+    try {
+      for (String store : stores) {
+        String[] parts = store.split("\t", -1);
+        answers.addAll(run(sc, sqlConf, hadoopConf, "activate", targets, root,
+            Long.parseLong(parts[0]), parts[1], runId, "", version, parts[2], parts[3],
+            Boolean.parseBoolean(parts[4])));
+      }
+    } finally {
+      for (String target : targets) {
+        String[] bin = target.split("\t", -1);
+        for (String store : stores) {
+          String[] parts = store.split("\t", -1);
+          StateStoreId id = new StateStoreId(root, Long.parseLong(parts[0]),
+              Integer.parseInt(bin[0]), parts[1]);
+          coordinator.reportActiveInstance(new StateStoreProviderId(id, shadow),
+              RELEASED_EXECUTOR, RELEASED_EXECUTOR, none);
+        }
+      }
+    }
+    return answers;
   }
 
   /** The task body. */
