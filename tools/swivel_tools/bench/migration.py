@@ -239,7 +239,10 @@ class SizeRun:
             raise RuntimeError(f"{strategy}: moves did not land: {migration.to_dict()}")
         if prewarm and migration.prewarm_fallback:
             raise RuntimeError(f"{strategy}: moved the plain way: {migration.prewarm_fallback}")
-        first = migration.first_batch or 0
+        # the window opens with the batch whose boundary began the migration: the begin (and,
+        # for the plain strategies, the first step's re-pointing) runs inside that batch's
+        # foreachBatch, so its user waits for them there (first_batch is the one after it)
+        first = max((migration.first_batch or 1) - 1, 0)
         last = max(o.verified_in_batch or first for o in migration.outcomes.values())
         workload.wait_for_batch(last, timeout=cfg.timeout_s)
         moved, steps = migration.moved, migration.plan.step_count
@@ -268,7 +271,8 @@ class SizeRun:
             "max_batch_ms": spike.max_batch_ms,
             "excess_ms": round(spike.excess_ms, 1),
             "steady_p50_ms": spike.steady_p50_ms,
-            "duration_s": figures.window_duration_s(window, started_at),
+            # as before the window took in the beginning batch: from the next batch's start
+            "duration_s": figures.window_duration_s(window[1:] or window, started_at),
             "moved_bins": moved,
             "steps": steps,
             "batches": [first, last],
