@@ -17,7 +17,9 @@ changes this file only:
 Supported: Spark 4.3.x (pinned; `SUPPORTED` below). For 3.5 the coordinator call differs:
 `reportActiveInstance(providerId, host, executorId)` takes no list of other loaded
 providers and returns nothing, and checkpoint `repartition` does not exist (4.2+). Add a
-branch in `_report_active` and widen `SUPPORTED` after checking the signatures with
+branch in `_report_active`, and in the prewarm helper's `switchStep` (jobs/jvm: it
+re-points a prewarmed step's bins itself, in one call), and widen `SUPPORTED` after checking
+the signatures with
 `javap -cp spark-sql_*.jar org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef`.
 """
 
@@ -166,9 +168,7 @@ class SparkInternals:
         out: dict[int, str | None] = {}
         for partition in partitions:
             provider = provider_id(store_id(root, operator, partition, STORE_DEFAULT), run_id)
-            found = str(coordinator.getLocation(provider).toString())  # "Some(...)" | "None"
-            inner = found[len("Some(") : -1] if found.startswith("Some(") else None
-            out[partition] = None if inner is None else executor_of_location(inner)
+            out[partition] = executor_in_option(str(coordinator.getLocation(provider).toString()))
         return out
 
     def set_location(
@@ -379,6 +379,16 @@ class SparkInternals:
         if manager is None:
             raise UnsupportedSparkError("this Spark has no streaming checkpoint manager")
         manager.repartition(checkpoint, bins)
+
+
+def executor_in_option(text: str) -> str | None:
+    """The executor id in the coordinator's answer as Scala prints it: `Some(executor_h_1)`
+    -> `"1"`, `None` -> None (one py4j call, `toString`, instead of `isEmpty` and `get`)."""
+    if text.startswith("Some(") and text.endswith(")"):
+        return executor_of_location(text[len("Some(") : -1])
+    if text == "None":
+        return None
+    raise ValueError(f"not a printed Option[String]: {text!r}")
 
 
 def executor_of_location(location: str) -> str:

@@ -227,22 +227,29 @@ class StatePrewarm:
             return []
         if version is None:
             version = self.committed_version(query)
-        helper = self._helper()
-        state = self.internals.query_session(query).sessionState()
-        hadoop_conf = state.newHadoopConf()
-        root = self.internals.state_root(query)
-        store_specs = []
-        for operator, store in stores:
-            key_json, value_json, column_families = self._schema(
-                helper, hadoop_conf, root, operator, store
-            )
-            fields = (str(operator), store, key_json, value_json, str(column_families).lower())
-            store_specs.append("\t".join(fields))
+        try:
+            helper = self._helper()
+            state = self.internals.query_session(query).sessionState()
+            hadoop_conf = state.newHadoopConf()
+            root = self.internals.state_root(query)
+            store_specs = []
+            for operator, store in stores:
+                key_json, value_json, column_families = self._schema(
+                    helper, hadoop_conf, root, operator, store
+                )
+                families = "true" if column_families else "false"  # Boolean.parseBoolean
+                store_specs.append(
+                    "\t".join((str(operator), store, key_json, value_json, families))
+                )
+            coordinator = self.internals._coordinator()
+        except Exception:  # switchStep never ran: no shadow copy may stay active anywhere
+            self._release_shadows(query, [bin_id for bin_id, _, _ in moves], stores)
+            raise
         answers = helper.switchStep(
             self.internals.sc._jsc.sc(),
             state.conf(),
             hadoop_conf,
-            self.internals._coordinator(),
+            coordinator,
             [f"{b}\t{executor}\t{host}" for b, executor, host in moves],
             store_specs,
             root,

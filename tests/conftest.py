@@ -27,9 +27,18 @@ MASTER = "local[2]"  # local mode: a failed task fails its job (no retry)
 # Set here, at import, before any test starts a process: drivers, agents and Spark's Python
 # workers inherit this process's environment, and a standalone cluster's executors inherit
 # that of the process that started it. A test of the default itself deletes the variable
-# (`monkeypatch.delenv`); a value set outside the run is kept.
+# (`monkeypatch.delenv`). A list set outside the run (a developer's shell, for the CLI) is
+# kept, with the probes' package added: without it the probe tests would fail with
+# refusals that look like product bugs.
 TEST_FUNCTION_PREFIXES = "swivel.jobs.examples,swivel.jobs.testing"
-os.environ.setdefault("SWIVEL_FUNCTION_PREFIXES", TEST_FUNCTION_PREFIXES)
+_outside = os.environ.get("SWIVEL_FUNCTION_PREFIXES", "").strip()
+os.environ["SWIVEL_FUNCTION_PREFIXES"] = (
+    TEST_FUNCTION_PREFIXES
+    if not _outside
+    else _outside
+    if "swivel.jobs.testing" in [p.strip() for p in _outside.split(",")]
+    else f"{_outside},swivel.jobs.testing"
+)
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,8 @@ from swivel.jobs import spark_prewarm
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
+from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals, executor_in_option
+from swivel.jobs.spark_prewarm import RELEASED_EXECUTOR
 from swivel_tools.bench.tws_workload import ROCKSDB_CONF, TransformWithStateWorkload
 from swivel_tools.bench.workload import KeyedWorkload
 from tests.prerequisites import require
@@ -123,6 +124,15 @@ def assert_first_batch_on_the_loaded_copy(
     run_id = str(query.runId)
     tasks = {t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))}
     return probed, tasks
+
+
+def shadow_location(internals: SparkInternals, query: Any, partition: int) -> str | None:
+    """Where the coordinator points bin `partition`'s shadow id (its prewarm's copy)."""
+    state = internals._state
+    run_id = str(internals.prewarmer()._helper().shadowRunId(str(query.runId)))
+    store_id = state.StateStoreId(internals.state_root(query), 0, partition, STORE_DEFAULT)
+    shadow = state.StateStoreProviderId(store_id, internals._jvm.java.util.UUID.fromString(run_id))
+    return executor_in_option(str(internals._coordinator().getLocation(shadow).toString()))
 
 
 def older_files(store: Path, version: int) -> list[Path]:
@@ -246,6 +256,8 @@ def test_prewarmed_bin_switches_without_reload(
         switched_at = boundary.at_next("switch", switch)
         activated = boundary.done["switch"][1]
         assert [(r["status"], r["provider_id_fixed"]) for r in activated] == [("activated", True)]
+        # ... and the switch pointed the bin's shadow id at no executor (switchStep's release)
+        assert shadow_location(internals, query, moved) == RELEASED_EXECUTOR
         first = switched_at + 1
         workload.wait_for_batch(first)
         assert query.exception() is None

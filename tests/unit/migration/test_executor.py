@@ -14,6 +14,7 @@ from swivel.jobs.spark_internals import (
     TaskRun,
     UnsupportedSparkError,
     check_version,
+    executor_in_option,
     executor_of_location,
 )
 
@@ -193,3 +194,9 @@ def test_version_check_and_locations() -> None:
         check_version("3.5.1")
     assert executor_of_location("executor_127.0.0.1_12") == "12"
     assert executor_of_location("127.0.0.1") == "127.0.0.1"
+    # the coordinator's Option[String] as Scala prints it (placement reads it in one call)
+    assert executor_in_option("Some(executor_127.0.0.1_12)") == "12"
+    assert executor_in_option("Some(10.0.0.7)") == "10.0.0.7"
+    assert executor_in_option("None") is None
+    with pytest.raises(ValueError, match="Option"):
+        executor_in_option("executor_127.0.0.1_12")

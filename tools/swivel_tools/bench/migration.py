@@ -272,7 +272,9 @@ class SizeRun:
             "excess_ms": round(spike.excess_ms, 1),
             "steady_p50_ms": spike.steady_p50_ms,
             # as before the window took in the beginning batch: from the next batch's start
-            "duration_s": figures.window_duration_s(window[1:] or window, started_at),
+            "duration_s": figures.window_duration_s(
+                [w for w in window if w[0] > first] or window, started_at
+            ),
             "moved_bins": moved,
             "steps": steps,
             "batches": [first, last],

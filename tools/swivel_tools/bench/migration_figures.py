@@ -70,8 +70,9 @@ class Excess:
 
 
 def excess(window: Sequence[BatchTime], steady: Sequence[float]) -> Excess:
-    """`window`: the batches that ran during the migration (its first step's batch to the
-    batch of its last move); `steady`: durations of the same query's batches before it."""
+    """`window`: the batches that ran during the migration (the batch whose boundary began
+    it to the batch of its last move); `steady`: durations of the same query's batches
+    before it."""
     if not window:
         raise ValueError("the migration window holds no batch")
     worst = max(window, key=lambda w: w[1])

@@ -78,7 +78,10 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
-  /** Bumped when the wire format of `run` or `announced` changes; the Python side checks it. */
+  /**
+   * Bumped when the wire format of `run`, `switchStep` or `announced` changes; the Python side
+   * checks it.
+   */
   public static final int API = 6;
 
   /**
@@ -433,7 +436,7 @@ public final class StatePrewarm {
    */
   public static List<String> switchStep(SparkContext sc, SQLConf sqlConf,
       Configuration hadoopConf, StateStoreCoordinatorRef coordinator, List<String> targets,
-      List<String> stores, String root, String runId, long version) {
+      List<String> stores, String root, String runId, long version) throws Exception {
     UUID real = UUID.fromString(runId);
     UUID shadow = shadowRunId(real);
     scala.collection.immutable.Seq<StateStoreProviderId> none =
@@ -448,6 +451,7 @@ public final class StatePrewarm {
       }
     }
     List<String> answers = new ArrayList<>();
+    Throwable failed = null;  // a failed job is a SparkException, which Java counts as checked
     try {
       for (String store : stores) {
         String[] parts = store.split("\t", -1);
@@ -455,7 +459,10 @@ public final class StatePrewarm {
             Long.parseLong(parts[0]), parts[1], runId, "", version, parts[2], parts[3],
             Boolean.parseBoolean(parts[4])));
       }
-    } finally {
+    } catch (Throwable e) {
+      failed = e;
+    }
+    try {  // activated or not, no shadow copy may stay the active instance anywhere
       for (String target : targets) {
         String[] bin = target.split("\t", -1);
         for (String store : stores) {
@@ -466,6 +473,16 @@ public final class StatePrewarm {
               RELEASED_EXECUTOR, RELEASED_EXECUTOR, none);
         }
       }
+    } catch (Exception e) {  // the coordinator's ask may fail too (a SparkException)
+      if (failed == null) {
+        throw e;
+      }
+      failed.addSuppressed(e);  // the activation's failure is the one the caller needs
+    }
+    if (failed instanceof Exception) {
+      throw (Exception) failed;
+    } else if (failed != null) {
+      throw (Error) failed;
     }
     return answers;
   }
