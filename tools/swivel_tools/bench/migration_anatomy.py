@@ -111,9 +111,10 @@ def batch_anatomy(
     internals: Any, run_id: str, batch_id: int, bins: int, moved: set[int]
 ) -> dict[str, Any]:
     """Where one batch's stateful stage spent its time, per executor: tasks, busy ms (sum of
-    task durations), span ms (first launch to last end), and the tasks of the bins that
-    moved in this batch (`moved`: their first batch on the new executor, reload included).
-    An executor of 1 core runs its tasks one after another, so its busy time is its share
+    task durations), span ms (first launch to last end), and the tasks of the bins in
+    `moved` (`moved_in_*`). The bench passes every bin the migration moves, so in a batch
+    after a bin's switch its task is on the new executor (its first batch there: the
+    reload, if any), and in a batch before its step, on its giver. An executor of 1 core runs its tasks one after another, so its busy time is its share
     of the batch."""
     tasks = stateful_tasks(internals, run_id, batch_id, bins)
     out: dict[str, Any] = {}
