@@ -438,18 +438,7 @@ public final class StatePrewarm {
       Configuration hadoopConf, StateStoreCoordinatorRef coordinator, List<String> targets,
       List<String> stores, String root, String runId, long version) throws Exception {
     UUID real = UUID.fromString(runId);
-    UUID shadow = shadowRunId(real);
-    scala.collection.immutable.Seq<StateStoreProviderId> none =
-        CollectionConverters.asScala(new ArrayList<StateStoreProviderId>()).toList();
-    for (String target : targets) {
-      String[] bin = target.split("\t", -1);
-      for (String store : stores) {
-        String[] parts = store.split("\t", -1);
-        StateStoreId id = new StateStoreId(root, Long.parseLong(parts[0]),
-            Integer.parseInt(bin[0]), parts[1]);
-        coordinator.reportActiveInstance(new StateStoreProviderId(id, real), bin[2], bin[1], none);
-      }
-    }
+    point(coordinator, targets, stores, root, real, null, null);
     List<String> answers = new ArrayList<>();
     Throwable failed = null;  // a failed job is a SparkException, which Java counts as checked
     try {
@@ -463,16 +452,8 @@ public final class StatePrewarm {
       failed = e;
     }
     try {  // activated or not, no shadow copy may stay the active instance anywhere
-      for (String target : targets) {
-        String[] bin = target.split("\t", -1);
-        for (String store : stores) {
-          String[] parts = store.split("\t", -1);
-          StateStoreId id = new StateStoreId(root, Long.parseLong(parts[0]),
-              Integer.parseInt(bin[0]), parts[1]);
-          coordinator.reportActiveInstance(new StateStoreProviderId(id, shadow),
-              RELEASED_EXECUTOR, RELEASED_EXECUTOR, none);
-        }
-      }
+      point(coordinator, targets, stores, root, shadowRunId(real), RELEASED_EXECUTOR,
+          RELEASED_EXECUTOR);
     } catch (Exception e) {  // the coordinator's ask may fail too (a SparkException)
       if (failed == null) {
         throw e;
@@ -485,6 +466,27 @@ public final class StatePrewarm {
       throw (Error) failed;
     }
     return answers;
+  }
+
+  /**
+   * Points the provider id of run `runId` of every bin of `targets` (as in `run`) and every
+   * store of `stores` (as in `switchStep`) at `executor` on `host`; both null: at each
+   * target's own executor and host.
+   */
+  private static void point(StateStoreCoordinatorRef coordinator, List<String> targets,
+      List<String> stores, String root, UUID runId, String host, String executor) {
+    scala.collection.immutable.Seq<StateStoreProviderId> none =
+        CollectionConverters.asScala(new ArrayList<StateStoreProviderId>()).toList();
+    for (String target : targets) {
+      String[] bin = target.split("\t", -1);
+      for (String store : stores) {
+        String[] parts = store.split("\t", -1);
+        StateStoreId id = new StateStoreId(root, Long.parseLong(parts[0]),
+            Integer.parseInt(bin[0]), parts[1]);
+        coordinator.reportActiveInstance(new StateStoreProviderId(id, runId),
+            host == null ? bin[2] : host, executor == null ? bin[1] : executor, none);
+      }
+    }
   }
 
   /** The task body. */
