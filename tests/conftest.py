@@ -31,13 +31,19 @@ MASTER = "local[2]"  # local mode: a failed task fails its job (no retry)
 # kept, with the probes' package added: without it the probe tests would fail with
 # refusals that look like product bugs.
 TEST_FUNCTION_PREFIXES = "swivel.jobs.examples,swivel.jobs.testing"
-_outside = os.environ.get("SWIVEL_FUNCTION_PREFIXES", "").strip()
-os.environ["SWIVEL_FUNCTION_PREFIXES"] = (
-    TEST_FUNCTION_PREFIXES
-    if not _outside
-    else _outside
-    if "swivel.jobs.testing" in [p.strip() for p in _outside.split(",")]
-    else f"{_outside},swivel.jobs.testing"
+
+
+def _tests_allow_list(outside: str) -> str:
+    """The tests' list, given the one set outside the run ("" when none)."""
+    if not outside:
+        return TEST_FUNCTION_PREFIXES
+    if "swivel.jobs.testing" in [p.strip() for p in outside.split(",")]:
+        return outside
+    return f"{outside},swivel.jobs.testing"
+
+
+os.environ["SWIVEL_FUNCTION_PREFIXES"] = _tests_allow_list(
+    os.environ.get("SWIVEL_FUNCTION_PREFIXES", "").strip()
 )
 
 
