@@ -29,10 +29,9 @@ from swivel.jobs.spark_prewarm import LOAD_GONE, new_load_id
 
 Stores = Callable[[], list[tuple[int, str]]]
 
-# A step whose givers snapshot ahead loads once maintenance has uploaded those snapshots
-# (its loads and top-ups then replay a version or two), waiting at most two batches, one
-# maintenance interval and a second; with an interval above this (Spark's default is 60 s)
-# it does not wait.
+# A step whose givers snapshot ahead switches once maintenance has uploaded those snapshots
+# (their top-ups then replay a version or two), waiting at most one maintenance interval
+# and a second; with an interval above this (Spark's default is 60 s) it does not wait.
 UPLOAD_WAIT_MAX_S = 15.0
 # a load's answers that end its step's prewarm: the step then moves the plain way
 LOAD_FAILED = ("failed", *LOAD_GONE)
@@ -92,19 +91,10 @@ class StepPrewarm:
 
     def _load(self) -> None:
         """Load the step's bins on all its targets at once (each target's loads run on its
-        own loader thread), and wait for every answer.
-
-        The givers snapshot the bins first and the loads start once maintenance has
-        uploaded those snapshots: a load then opens a snapshot a version or two old instead
-        of replaying up to `minDeltasForSnapshot - 1` changelogs on the target's core (the
-        core a batch is using), and the switch's top-up reopens the same snapshot from the
-        files the load left (RocksDB reuses a loaded database only at the exact version,
-        "The design")."""
+        own loader thread), and wait for every answer."""
         began = time.monotonic()
         asked_at = self._committed_version()
         self.snapshot_ahead = self._snapshot_givers()
-        if self.snapshot_ahead is None and asked_at is not None:
-            self.snapshot_ahead = self._await_uploads(asked_at)
         try:
             answers = self._on_targets(
                 lambda target, bins: self.internals.prewarm(
@@ -122,6 +112,8 @@ class StepPrewarm:
                     first = failed[0]
                     why = first.get("error") or f"the target answered {first.get('status')}"
                     raise RuntimeError(f"bin {first.get('partition')}: {why}")
+            if self.snapshot_ahead is None and asked_at is not None:
+                self.snapshot_ahead = self._await_uploads(asked_at)
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:
@@ -158,9 +150,8 @@ class StepPrewarm:
     def _await_uploads(self, asked_at: int) -> str | None:
         """Wait until every bin of the step has a snapshot newer than `asked_at` in the
         checkpoint (the one its giver took at its next commit, once maintenance uploaded
-        it): at most two batches (the giver's next commit is the running batch's, or the
-        next one's when the request came after the bin's task committed), one maintenance
-        interval and a second. None when they all have; otherwise why not (the loads and
+        it): at most one batch (the giver's next commit, when the loads ended before it), one
+        maintenance interval and a second. None when they all have; otherwise why not (their
         top-ups then replay from the bins' earlier snapshots)."""
         try:
             return self._wait_for_uploads(asked_at)
@@ -177,7 +168,7 @@ class StepPrewarm:
             )
         watch = phases.upload_watch(self.query, self.stores())
         missing = {move.bin for move in self.moves}
-        bound = min(interval + 1.0 + 2 * self._batch_s(), UPLOAD_WAIT_MAX_S)
+        bound = min(interval + 1.0 + self._batch_s(), UPLOAD_WAIT_MAX_S)
         deadline = time.monotonic() + bound
         while True:
             missing -= watch.uploaded_after(sorted(missing), asked_at)  # each bin until it has
@@ -191,8 +182,8 @@ class StepPrewarm:
             time.sleep(UPLOAD_CHECK_S)
 
     def _batch_s(self) -> float:
-        """How long the query's last batch took (0 when unknown): a step waits for its
-        givers' next commit before maintenance can upload."""
+        """How long the query's last batch took (0 when unknown): a step whose loads end
+        fast waits for its givers' next commit before maintenance can upload."""
         progress = self.query.lastProgress or {}
         return float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1e3
 
