@@ -7,5 +7,6 @@ what no installation should run, so this package is deliberately NOT under the d
 function allow-list (`swivel.jobs.examples`, `swivel.api.functions.DEFAULT_PREFIXES`):
 a StreamJob may name these functions only where `SWIVEL_FUNCTION_PREFIXES` (chart value
 `functions.allowedPrefixes`) adds `swivel.jobs.testing`. The tests add it by environment
-(tests/conftest.py); the examples users run use `swivel.jobs.examples` only.
+(tests/conftest.py); the examples users run use `swivel.jobs.examples` only. The wheel
+(and so the image) leaves this package out (`pyproject.toml`); a source checkout has it.
 """

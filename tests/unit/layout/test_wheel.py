@@ -108,6 +108,13 @@ def test_the_wheel_holds_no_sandbox_or_benchmark_module(wheel_files: list[str]) 
     assert tool_modules(wheel_files) == []
 
 
+def test_the_wheel_holds_the_examples_but_not_the_tests_probes(wheel_files: list[str]) -> None:
+    """The probes delete, append to and wait for files a manifest names; an installation
+    that would allow them still cannot import them from the wheel (docs/functions.md)."""
+    assert "swivel/jobs/examples/labels.py" in wheel_files
+    assert [name for name in wheel_files if name.startswith("swivel/jobs/testing/")] == []
+
+
 def test_the_probe_finds_a_tool_module() -> None:
     assert tool_modules(
         ["swivel/sandbox/server.py", "swivel/embedded/pump.py", "swivel/x/workload.py",
