@@ -1,7 +1,7 @@
 """Swivel's JVM helper classes (jobs/jvm, built into `swivel-spark.jar`) on a running Spark
 application: part of the Spark adapter (`SparkInternals`, Spark 4.3.x only).
 
-    prewarm = helper_class(internals, "io.swivel.spark.StatePrewarm", api=6)
+    prewarm = helper_class(internals, "io.swivel.spark.StatePrewarm", api=7)
 
 Sessions normally carry the jar in `spark.jars` (`swivel.jobs.jvm.spark_jars`). When one does
 not -- created without it, or the driver JVM was started by an earlier session of this

@@ -156,19 +156,21 @@ class SparkInternals:
         return self._locations(query, range(bins), operator)
 
     def _locations(
-        self, query: Any, partitions: Iterable[int], operator: int
+        self, query: Any, partitions: Iterable[int], operator: int, run_id: str | None = None
     ) -> dict[int, str | None]:
-        """The root, the coordinator, the run id and the two classes are looked up once,
-        then four py4j calls per bin: the boundary that begins a migration reads every bin
-        (bin by bin, with all look-ups repeated, that boundary took 0.27-0.76 s with 64 bins
-        in diagnostic runs; docs/migration.md, "The switch in one JVM call")."""
+        """The executor the coordinator points each bin's provider id at: the query's run
+        (`run_id` None) or another run id, e.g. a prewarm's shadow. The root, the
+        coordinator, the run id and the two classes are looked up once, then four py4j calls
+        per bin: the boundary that begins a migration reads every bin (bin by bin, with all
+        look-ups repeated, that boundary took 0.27-0.76 s with 64 bins in diagnostic runs;
+        docs/migration.md, "The switch in one JVM call")."""
         root = self.state_root(query)
         coordinator = self._coordinator()
-        run_id = self._jvm.java.util.UUID.fromString(str(query.runId))
+        run = self._jvm.java.util.UUID.fromString(run_id or str(query.runId))
         store_id, provider_id = self._state.StateStoreId, self._state.StateStoreProviderId
         out: dict[int, str | None] = {}
         for partition in partitions:
-            provider = provider_id(store_id(root, operator, partition, STORE_DEFAULT), run_id)
+            provider = provider_id(store_id(root, operator, partition, STORE_DEFAULT), run)
             out[partition] = executor_in_option(str(coordinator.getLocation(provider).toString()))
         return out
 

@@ -38,13 +38,14 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 6
+HELPER_API = 7
 # How often a prewarm reads the answers its loads announced through the block manager (no
 # Spark job: a look-up in the driver's BlockManagerMaster), how often it also polls with a
 # Spark job (one short task per bin, which waits for a slot beside the batch: only for an
@@ -53,7 +54,8 @@ PREWARM_ANSWER_S = 0.2
 PREWARM_POLL_S = 30.0
 PREWARM_TIMEOUT_S = 180.0
 PREWARM_LOST_ROUNDS = 25  # reads in a row (5 s) that found the target's block manager gone
-RELEASED_EXECUTOR = "swivel-released"  # StatePrewarm.RELEASED_EXECUTOR (switchStep's)
+# where the helper's `releaseShadows` points a released shadow id (StatePrewarm.RELEASED_EXECUTOR)
+RELEASED_EXECUTOR = "swivel-released"
 # A poll's answers that say the target holds no load of the bin by the asked id, so it will
 # never answer: `no-load` (the target lost it), `superseded` (another load replaced it).
 LOAD_GONE = ("no-load", "superseded")
@@ -94,6 +96,17 @@ REFUSING_SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
 class PrewarmUnavailableError(HelperUnavailableError):
     """The prewarm helper is not loadable (jar not built or not in `spark.jars`), or it
     speaks another API version."""
+
+
+@dataclass(frozen=True)
+class _JobContext:
+    """What a helper job of one query is started with, resolved once per call."""
+
+    helper: Any  # the StatePrewarm JVM class
+    state: Any  # the query's SessionState: its SQL conf carries the state-store settings
+    hadoop_conf: Any
+    root: str  # the query's state checkpoint root
+    run_id: str
 
 
 class StatePrewarm:
@@ -228,15 +241,10 @@ class StatePrewarm:
         if version is None:
             version = self.committed_version(query)
         try:
-            helper = self._helper()
-            state = self.internals.query_session(query).sessionState()
-            hadoop_conf = state.newHadoopConf()
-            root = self.internals.state_root(query)
+            job = self._job_context(query)
             store_specs = []
             for operator, store in stores:
-                key_json, value_json, column_families = self._schema(
-                    helper, hadoop_conf, root, operator, store
-                )
+                key_json, value_json, column_families = self._schema(job, operator, store)
                 families = "true" if column_families else "false"  # Boolean.parseBoolean
                 store_specs.append(
                     "\t".join((str(operator), store, key_json, value_json, families))
@@ -245,15 +253,15 @@ class StatePrewarm:
         except Exception:  # switchStep never ran: no shadow copy may stay active anywhere
             self._release_shadows(query, [bin_id for bin_id, _, _ in moves], stores)
             raise
-        answers = helper.switchStep(
+        answers = job.helper.switchStep(
             self.internals.sc._jsc.sc(),
-            state.conf(),
-            hadoop_conf,
+            job.state.conf(),
+            job.hadoop_conf,
             coordinator,
             [f"{b}\t{executor}\t{host}" for b, executor, host in moves],
             store_specs,
-            root,
-            str(query.runId),
+            job.root,
+            job.run_id,
             version,
         )
         return [json.loads(str(a)) for a in answers]
@@ -308,18 +316,28 @@ class StatePrewarm:
             raise RuntimeError("the query has completed no batch yet: nothing to prewarm")
         return int(progress["batchId"]) + 1
 
-    def _schema(
-        self, helper: Any, hadoop_conf: Any, root: str, operator: int, store: str
-    ) -> tuple[str, str, bool]:
+    def _job_context(self, query: Any) -> _JobContext:
+        """What every helper job of `query` is started with (its session's state, a fresh
+        Hadoop conf, the state root and run id)."""
+        state = self.internals.query_session(query).sessionState()
+        return _JobContext(
+            helper=self._helper(),
+            state=state,
+            hadoop_conf=state.newHadoopConf(),
+            root=self.internals.state_root(query),
+            run_id=str(query.runId),
+        )
+
+    def _schema(self, job: _JobContext, operator: int, store: str) -> tuple[str, str, bool]:
         """The store's key and value schema (JSON) and whether it has column families: a
         transformWithState operator keeps its schemas in `<op>/_stateSchema` (v3) and opens
         its store with constant binary ones; the others have `<op>/<p>/_metadata/schema`."""
-        key = (root, operator, store)
+        key = (job.root, operator, store)
         if key not in self._schemas:
-            if self._has_column_families(hadoop_conf, root, operator):
+            if self._has_column_families(job.hadoop_conf, job.root, operator):
                 self._schemas[key] = (TWS_KEY_SCHEMA, TWS_VALUE_SCHEMA, True)
             else:
-                found = helper.readSchema(hadoop_conf, root, operator, store)
+                found = job.helper.readSchema(job.hadoop_conf, job.root, operator, store)
                 self._schemas[key] = (str(found[0]), str(found[1]), False)
         return self._schemas[key]
 
@@ -358,30 +376,23 @@ class StatePrewarm:
         Spark job per store."""
         if not placed:
             return []
-        helper = self._helper()
-        session = self.internals.query_session(query)
-        state = session.sessionState()
-        hadoop_conf = state.newHadoopConf()
-        root = self.internals.state_root(query)
-        run_id = str(query.runId)
+        job = self._job_context(query)
         targets = [f"{b}\t{executor}\t{host}" for b, executor, host in placed]
         results: list[dict[str, Any]] = []
         for operator, store in stores:
             key_json, value_json, column_families = ("", "", False)
             if action in ("load", "activate"):
-                key_json, value_json, column_families = self._schema(
-                    helper, hadoop_conf, root, operator, store
-                )
-            answers = helper.run(
+                key_json, value_json, column_families = self._schema(job, operator, store)
+            answers = job.helper.run(
                 self.internals.sc._jsc.sc(),
-                state.conf(),
-                hadoop_conf,
+                job.state.conf(),
+                job.hadoop_conf,
                 action,
                 targets,
-                root,
+                job.root,
                 operator,
                 store,
-                run_id,
+                job.run_id,
                 load_id,
                 version,
                 key_json,
@@ -396,17 +407,18 @@ class StatePrewarm:
     ) -> None:
         """Point each shadow id at no executor (`RELEASED_EXECUTOR` on a host of that name):
         a shadow copy left anywhere is then not the active instance, and that executor's
-        maintenance unloads it."""
-        helper = self._helper()
-        shadow_run = str(helper.shadowRunId(str(query.runId)))
-        root = self.internals.state_root(query)
-        state = self.internals._state
-        run_uuid = self._jvm.java.util.UUID.fromString(shadow_run)
-        for bin_id in bins:
-            for operator, store in stores:
-                store_id = state.StateStoreId(root, operator, bin_id, store)
-                shadow = state.StateStoreProviderId(store_id, run_uuid)
-                self.internals._report_active(shadow, RELEASED_EXECUTOR, RELEASED_EXECUTOR)
+        maintenance unloads it. The helper's `releaseShadows`, which `switchStep` also
+        calls: one implementation of the release."""
+        entries = [str(b) for b in bins]
+        if not entries:
+            return
+        self._helper().releaseShadows(
+            self.internals._coordinator(),
+            entries,
+            [f"{operator}\t{store}" for operator, store in stores],
+            self.internals.state_root(query),
+            str(query.runId),
+        )
 
 
 def _announced(

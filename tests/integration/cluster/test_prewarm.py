@@ -24,7 +24,7 @@ from swivel.jobs import spark_prewarm
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals, executor_in_option
+from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 from swivel.jobs.spark_prewarm import RELEASED_EXECUTOR
 from swivel_tools.bench.tws_workload import ROCKSDB_CONF, TransformWithStateWorkload
 from swivel_tools.bench.workload import KeyedWorkload
@@ -128,11 +128,8 @@ def assert_first_batch_on_the_loaded_copy(
 
 def shadow_location(internals: SparkInternals, query: Any, partition: int) -> str | None:
     """Where the coordinator points bin `partition`'s shadow id (its prewarm's copy)."""
-    state = internals._state
-    run_id = str(internals.prewarmer()._helper().shadowRunId(str(query.runId)))
-    store_id = state.StateStoreId(internals.state_root(query), 0, partition, STORE_DEFAULT)
-    shadow = state.StateStoreProviderId(store_id, internals._jvm.java.util.UUID.fromString(run_id))
-    return executor_in_option(str(internals._coordinator().getLocation(shadow).toString()))
+    shadow_run = str(internals.prewarmer()._helper().shadowRunId(str(query.runId)))
+    return internals._locations(query, [partition], 0, run_id=shadow_run)[partition]
 
 
 def older_files(store: Path, version: int) -> list[Path]:

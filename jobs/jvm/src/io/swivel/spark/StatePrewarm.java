@@ -79,10 +79,10 @@ import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
   /**
-   * Bumped when the wire format of `run`, `switchStep` or `announced` changes; the Python side
-   * checks it.
+   * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
+   * changes; the Python side checks it.
    */
-  public static final int API = 6;
+  public static final int API = 7;
 
   /**
    * A failure switch for tests: a session setting naming a file; a load started while it is
@@ -452,8 +452,7 @@ public final class StatePrewarm {
       failed = e;
     }
     try {  // activated or not, no shadow copy may stay the active instance anywhere
-      point(coordinator, targets, stores, root, shadowRunId(real), RELEASED_EXECUTOR,
-          RELEASED_EXECUTOR);
+      releaseShadows(coordinator, targets, stores, root, runId);
     } catch (Exception e) {  // the coordinator's ask may fail too (a SparkException)
       if (failed == null) {
         throw e;
@@ -466,6 +465,20 @@ public final class StatePrewarm {
       throw (Error) failed;
     }
     return answers;
+  }
+
+  /**
+   * Points the shadow id of every bin of `bins` (each entry starts with the bin number, as a
+   * `targets` entry of `run` does) and every store of `stores` (each entry starts with
+   * "operatorId\tstoreName", as in `switchStep`) at no executor (`RELEASED_EXECUTOR`, on a
+   * host of that name): a shadow copy left anywhere is then not the active instance, and
+   * that executor's maintenance unloads it. The one release of shadow ids: `switchStep`'s,
+   * a cancelled step's and a switch that failed before `switchStep` ran.
+   */
+  public static void releaseShadows(StateStoreCoordinatorRef coordinator, List<String> bins,
+      List<String> stores, String root, String runId) {
+    point(coordinator, bins, stores, root, shadowRunId(UUID.fromString(runId)),
+        RELEASED_EXECUTOR, RELEASED_EXECUTOR);
   }
 
   /**
