@@ -110,40 +110,43 @@ def _agent_environment_restored() -> Iterator[None]:
 
 # -- two workers (pytest-xdist: `make test` runs `pytest -n 2 --dist loadgroup`) ------------
 #
-# Every test that runs Spark is in one work unit, so they run one after another in one
-# worker, in file order, as they did before: their timing checks and the 2 cores are not
-# shared with another Spark test, and the local session and each file's standalone cluster
-# start once. Everything else (unit, agent, operator, chart and sandbox tests: no JVM) runs
-# in the other worker beside them. The unit is made by the scheduler below, from the node
-# id: xdist 3.8's own `xdist_group` marks do nothing under pytest 9.2 (the worker renames
-# `item._nodeid`, which pytest 9 no longer reads for `nodeid`), so until 2026-11-26 23:00
-# the Spark tests were in fact spread over both workers. Every test that starts Spark lives
-# in these folders (the session fixture `spark` is used nowhere else).
-SPARK_FOLDERS = (
-    "tests/integration/cluster/",
-    "tests/integration/runtime/",
-    "tests/integration/embedded/",
-    "tests/integration/sandbox_flow/",
-)
-SPARK_UNIT = "spark"
+# The tests that run Spark are in two work units, each run in one worker in file order: the
+# standalone-cluster tests (each file starts its cluster once) and the local-Spark tests
+# (the session fixture `spark` starts once per worker). The two units run side by side, one
+# per worker, and everything else (unit, agent, operator, chart and sandbox tests: no JVM)
+# fills in around them, one test at a time. Until 2026-11-27 every Spark test was in one
+# unit: ~1 540 s of the ~2 060 s of tests ran in one worker, while the other worker was
+# idle for the last ~17 minutes of a ~26-minute run. The units are made by the scheduler
+# below, from the node id: xdist 3.8's own `xdist_group` marks do nothing under pytest 9.2
+# (the worker renames `item._nodeid`, which pytest 9 no longer reads for `nodeid`). Every
+# test that starts Spark lives in these folders (the fixture `spark` is used nowhere else).
+SPARK_UNITS = {
+    "tests/integration/cluster/": "spark-cluster",
+    "tests/integration/runtime/": "spark-local",
+    "tests/integration/embedded/": "spark-local",
+    "tests/integration/sandbox_flow/": "spark-local",
+}
 
 
 def spark_scope(nodeid: str) -> str:
-    """The work unit of a test: one for every Spark test, one per test otherwise."""
-    return SPARK_UNIT if nodeid.startswith(SPARK_FOLDERS) else nodeid
+    """The work unit of a test: its Spark unit, or one per test otherwise."""
+    for folder, unit in SPARK_UNITS.items():
+        if nodeid.startswith(folder):
+            return unit
+    return nodeid
 
 
 # optional: without xdist, or with `-p no:xdist`, pytest does not know this hook
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` (what `make test` asks for) with the Spark unit; any other
+    """`--dist loadgroup` (what `make test` asks for) with the Spark units; any other
     `--dist` keeps xdist's own scheduler (None: the next implementation decides)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class SparkTestsInOneWorker(LoadScopeScheduling):
+    class SparkUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return spark_scope(nodeid)
 
-    return SparkTestsInOneWorker(config, log)
+    return SparkUnits(config, log)
