@@ -17,8 +17,9 @@ changes this file only:
 Supported: Spark 4.3.x (pinned; `SUPPORTED` below). For 3.5 the coordinator call differs:
 `reportActiveInstance(providerId, host, executorId)` takes no list of other loaded
 providers and returns nothing, and checkpoint `repartition` does not exist (4.2+). Add a
-branch in `_report_active`, and in the prewarm helper's `switchStep` (jobs/jvm: it
-re-points a prewarmed step's bins itself, in one call), and widen `SUPPORTED` after checking
+branch in `_report_active`, and in the prewarm helper's `point` (jobs/jvm: `switchStep`
+re-points a prewarmed step's bins through it in one call, and `releaseShadows` points
+shadow ids away), and widen `SUPPORTED` after checking
 the signatures with
 `javap -cp spark-sql_*.jar org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef`.
 """

@@ -193,6 +193,8 @@ def test_prewarmed_bin_switches_without_reload(
             query, [control], target, hosts[target], load_id=polled[0]["load_id"]
         )
         assert [r["status"] for r in released] == ["released"], released
+        # the helper's releaseShadows pointed the shadow id at no executor
+        assert shadow_location(internals, query, control) == RELEASED_EXECUTOR
 
         # 1c. A load released while it runs closes its own copy when it ends, and nothing
         #     else does: the driver does not point the shadow id away (patched out here),

@@ -21,6 +21,9 @@ class FakeInternals:
     def state_root(self, query: Any) -> str:
         return "/checkpoint/state"
 
+    def _coordinator(self) -> str:
+        return "the-coordinator"
+
 
 class FakeQuery:
     runId = "run-1"  # noqa: N815 (PySpark's StreamingQuery.runId)
@@ -39,6 +42,11 @@ class FakeHelper:
     ) -> list[str]:
         return [json.dumps(a) for a in self.owner.announced(bins, load_id)]
 
+    def releaseShadows(  # the JVM method, called through py4j
+        self, coordinator: str, bins: list[str], stores: list[str], root: str, run_id: str
+    ) -> None:
+        self.owner.released_shadows.append((coordinator, bins, stores, root, run_id))
+
 
 class ScriptedPrewarm(StatePrewarm):
     """The Spark jobs (`_run`) and the announcements (`FakeHelper.announced`) of one target, scripted:
@@ -55,6 +63,7 @@ class ScriptedPrewarm(StatePrewarm):
         self.registered_reads = 0
         self.target_registered = True
         self.poll_answers: list[dict[str, Any]] = []
+        self.released_shadows: list[tuple[str, list[str], list[str], str, str]] = []
 
     def _helper(self) -> Any:
         return FakeHelper(self)
@@ -177,13 +186,19 @@ def test_a_load_named_by_its_caller_is_polled_and_released_by_that_name(
 
 def test_a_release_keeps_the_shadow_of_a_bin_a_later_load_took_over() -> None:
     """A late release of a timed-out step: bin 7's load is by now a later step's
-    (`superseded`), so its shadow id is not pointed away; bin 8's copy is released."""
+    (`superseded`), so its shadow id is not pointed away; bin 8's copy is released, through
+    the helper's one release (`releaseShadows`: bin numbers, "operator\tstore" entries)."""
     prewarm = ScriptedPrewarm()
     prewarm.poll_answers = [answer(7, "superseded", "old"), answer(8, "released", "old")]
-    pointed_away: list[int] = []
-    prewarm._release_shadows = (  # type: ignore[method-assign]
-        lambda query, bins, stores: pointed_away.extend(bins)
-    )
     results = prewarm.release(FakeQuery(), [7, 8], "1", "h", load_id="old")
     assert [r["status"] for r in results] == ["superseded", "released"]
-    assert pointed_away == [8]
+    assert prewarm.released_shadows == [
+        ("the-coordinator", ["8"], ["0\tdefault"], "/checkpoint/state", "run-1")
+    ]
+
+
+def test_a_release_that_keeps_every_shadow_calls_no_helper() -> None:
+    prewarm = ScriptedPrewarm()
+    prewarm.poll_answers = [answer(7, "superseded", "old")]
+    prewarm.release(FakeQuery(), [7], "1", "h", load_id="old")
+    assert prewarm.released_shadows == []

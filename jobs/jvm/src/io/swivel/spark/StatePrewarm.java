@@ -484,7 +484,8 @@ public final class StatePrewarm {
   /**
    * Points the provider id of run `runId` of every bin of `targets` (as in `run`) and every
    * store of `stores` (as in `switchStep`) at `executor` on `host`; both null: at each
-   * target's own executor and host.
+   * target's own executor and host. With both given, a `targets` entry needs only its bin
+   * number and a `stores` entry only "operatorId\tstoreName".
    */
   private static void point(StateStoreCoordinatorRef coordinator, List<String> targets,
       List<String> stores, String root, UUID runId, String host, String executor) {
