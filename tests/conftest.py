@@ -114,12 +114,13 @@ def _agent_environment_restored() -> Iterator[None]:
 # standalone-cluster tests (each file starts its cluster once) and the local-Spark tests
 # (the session fixture `spark` starts once per worker). The two units run side by side, one
 # per worker, and everything else (unit, agent, operator, chart and sandbox tests: no Spark)
-# is handed out one test at a time to whichever worker has two tests or fewer left. Until 2026-11-27 every Spark test was in one
-# unit: ~1 540 s of the ~2 060 s of tests ran in one worker, while the other worker was
-# idle for the last ~17 minutes of a ~26-minute run. The units are made by the scheduler
-# below, from the node id: xdist 3.8's own `xdist_group` marks do nothing under pytest 9.2
-# (the worker renames `item._nodeid`, which pytest 9 no longer reads for `nodeid`). Every
-# test that starts Spark lives in these folders (the fixture `spark` is used nowhere else).
+# is handed out one test at a time to whichever worker has two tests or fewer left. Until
+# 2026-11-27 every Spark test was in one unit: ~1 540 s of the ~2 060 s of tests ran in one
+# worker, while the other worker was idle for the last ~17 minutes of a ~26-minute run.
+# The units are made by the scheduler below, from the node id: xdist 3.8's own
+# `xdist_group` marks do nothing under pytest 9.2 (the worker renames `item._nodeid`, which
+# pytest 9 no longer reads for `nodeid`). Every test that starts Spark lives in these
+# folders (the fixture `spark` is used nowhere else).
 SPARK_UNITS = {
     "tests/integration/cluster/": "spark-cluster",
     "tests/integration/runtime/": "spark-local",
