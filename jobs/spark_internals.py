@@ -268,13 +268,22 @@ class SparkInternals:
         return [e.id for e in self.executors() if e.active]
 
     def wait_for_executors(self, count: int, timeout: float = 60.0) -> list[str]:
+        """Until exactly `count` executors are active, or TimeoutError after `timeout` s.
+
+        A poll that fails counts as "not yet": while the driver and executors start, the
+        UI's REST API can take longer than its 10 s to answer on a busy machine."""
         deadline = time.monotonic() + timeout
         while True:
-            ids = self.executor_ids()
-            if len(ids) == count:
-                return sorted(ids, key=_id_order)
+            try:
+                ids = self.executor_ids()
+            except OSError as error:
+                seen = f"the status API did not answer ({error or type(error).__name__})"
+            else:
+                if len(ids) == count:
+                    return sorted(ids, key=_id_order)
+                seen = f"{len(ids)} executors"
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(ids)} executors after {timeout}s, wanted {count}")
+                raise TimeoutError(f"{seen} after {timeout}s, wanted {count}")
             time.sleep(0.25)
 
     # -- status REST API ----------------------------------------------------------------

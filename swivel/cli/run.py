@@ -222,26 +222,13 @@ def _session(job: Any, folder: Path, master: str | None) -> tuple[Any, Any]:
         spark = local_session(spec, folder / "spark.log", master=url)
         internals = SparkInternals(spark)
         internals.request_total_executors(executors)
-        _wait_for_executors(internals, executors, timeout_s=180.0)
+        internals.wait_for_executors(executors, timeout=180.0)
     except BaseException:
         if cluster is not None:
             cluster.stop()
         raise
     click.echo(f"{executors} executors registered")
     return cluster, spark
-
-
-def _wait_for_executors(internals: Any, count: int, timeout_s: float) -> None:
-    """Until `count` executors registered; the UI's REST answers slowly on a busy machine."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            internals.wait_for_executors(count, timeout=max(1.0, deadline - time.monotonic()))
-            return
-        except OSError:  # a REST call timed out: ask again until the deadline
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
 
 
 _BYTES_PER = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
