@@ -271,12 +271,13 @@ class SparkInternals:
         """Until exactly `count` executors are active, or TimeoutError after `timeout` s.
 
         A poll that fails counts as "not yet": while the driver and executors start, the
-        UI's REST API can take longer than its 10 s to answer on a busy machine."""
+        UI's REST API can take longer than its 10 s to answer on a busy machine, and a
+        starting UI can answer 200 with no body (as the master's does: `alive_workers`)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 ids = self.executor_ids()
-            except OSError as error:
+            except (OSError, ValueError) as error:
                 seen = f"the status API did not answer ({error or type(error).__name__})"
             else:
                 if len(ids) == count:

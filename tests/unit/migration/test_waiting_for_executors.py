@@ -20,10 +20,12 @@ APP = "app-20261127-0001"
 
 @dataclass
 class StatusAPI:
-    """Answers `/executors` with `executors`; the first `failures` requests get a 503."""
+    """Answers `/executors` with `executors`; the first `failures` requests get a 503, the
+    next `empty` ones a 200 with no body (a starting UI's answer)."""
 
     executors: list[dict[str, Any]]
     failures: int = 0
+    empty: int = 0
     requests: int = 0
     url: str = ""
 
@@ -37,7 +39,8 @@ def _handler(api: StatusAPI) -> type[BaseHTTPRequestHandler]:
             elif api.requests <= api.failures:
                 self.send_error(503)
             else:
-                body = json.dumps(api.executors).encode()
+                starting = api.requests <= api.failures + api.empty
+                body = b"" if starting else json.dumps(api.executors).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -83,9 +86,9 @@ def _executor(id_: str) -> dict[str, Any]:
 
 def test_failed_polls_count_as_not_yet(api: StatusAPI) -> None:
     api.executors = [{"id": "driver", "hostPort": "127.0.0.1:4040"}, _executor("1"), _executor("0")]
-    api.failures = 3
+    api.failures, api.empty = 3, 2
     assert _internals(api).wait_for_executors(2, timeout=10.0) == ["0", "1"]
-    assert api.requests == 4
+    assert api.requests == 6
 
 
 def test_a_status_api_that_never_answers_ends_in_a_timeout_naming_it(api: StatusAPI) -> None:
