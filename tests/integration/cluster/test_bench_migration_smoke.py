@@ -43,7 +43,7 @@ def _bench(tmp_path: Path) -> dict[str, Any]:
         "--steady-run-batches", "2",
         "--swap", "2", "--batch-size", "2", "--executor-memory-gb", "1",
         "--plots", str(tmp_path / "plots"), "--workdir", str(tmp_path / "work"),
-        "--timeout-s", "240", "--settle-s", "3",
+        "--timeout-s", "240", "--settle-s", "3", "--thread-cpu",
     ]  # fmt: skip
     returncode, out = run_bounded(command, log, LIMIT_S, tmp_path / "work")
     assert returncode == 0, tail(log)
@@ -84,3 +84,13 @@ def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
     assert reads["state_executors"]["slept_s"] >= 0.02 * reads["state_executors"]["opens"] * 0.9
     assert len(report["load_average"]) >= 2
     assert any(p.endswith("migration-excess.png") for p in report["plots"])
+    # --thread-cpu: the executors' CPU per thread kind in each batch, read from /proc
+    for name, result in strategies.items():
+        cpu = result["thread_cpu"]
+        assert cpu["worst_batch"] is not None and cpu["window"], name
+        executors = {owner for entry in cpu["window"] for owner in entry["cpu_ms"]} - {"driver"}
+        assert executors == {"0", "1"}, (name, cpu["window"])
+        tasks = sum(
+            e["cpu_ms"].get(x, {}).get("task", 0.0) for e in cpu["window"] for x in executors
+        )
+        assert tasks > 0, (name, cpu["window"])

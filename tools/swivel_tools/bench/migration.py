@@ -57,6 +57,7 @@ from swivel_tools.bench.migration_settings import (
     migration_conf,
     storage_description,
 )
+from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report
 from swivel_tools.bench.workload import KeyedWorkload
 
 PLAIN = ("all-at-once", "fluid", "batched")
@@ -83,8 +84,18 @@ def _load_average(label: str) -> dict[str, Any]:
 class SizeRun:
     """One state size: a fresh query, its state loaded, every strategy measured on it."""
 
-    def __init__(self, spark: Any, config: BenchConfig, keys: int, root: Path, log: Path | None):
+    def __init__(
+        self,
+        spark: Any,
+        config: BenchConfig,
+        keys: int,
+        root: Path,
+        log: Path | None,
+        *,
+        cluster_pids: tuple[int, ...] = (),
+    ):
         self.spark, self.config, self.keys, self.log = spark, config, keys, log
+        self.cluster_pids = cluster_pids
         self.workload = KeyedWorkload(
             spark,
             root,
@@ -218,6 +229,9 @@ class SizeRun:
         self, strategy: str, original: dict[int, str], target: dict[int, str], driver_pid: str
     ) -> dict[str, Any]:
         cfg, workload, query = self.config, self.workload, self.workload.query
+        recorder = ThreadCpuRecorder(self.cluster_pids) if cfg.thread_cpu else None
+        if recorder is not None:
+            recorder.start()
         start = workload.batches_done() + 1
         workload.wait_for_batch(start + cfg.steady_batches - 1, timeout=cfg.timeout_s)
         steady_batches = _durations(query, start, start + cfg.steady_batches - 1)
@@ -245,6 +259,8 @@ class SizeRun:
         first = max((migration.first_batch or 1) - 1, 0)
         last = max(o.verified_in_batch or first for o in migration.outcomes.values())
         workload.wait_for_batch(last, timeout=cfg.timeout_s)
+        if recorder is not None:
+            recorder.stop()
         moved, steps = migration.moved, migration.plan.step_count
         extra = reload_figures(self.mover, migration)
         # per step, what its boundary added to the switching batch (the switch's own latency)
@@ -261,6 +277,10 @@ class SizeRun:
         started_at: float | None = None
         window = _durations(query, first, last)
         spike = figures.excess(window, steady)
+        if recorder is not None:
+            extra["thread_cpu"] = thread_cpu_report(
+                recorder, steady_batches, window, spike.worst_batch
+            )
         self._spans[strategy] = (start, last + 3)  # read after the settle: 3 more batches
         self.windows[strategy] = (first, last)
         reads: dict[str, Any] = {}
@@ -343,7 +363,9 @@ def run_migration_bench(
         runs: dict[int, SizeRun] = {}
         for keys in config.sweep_keys:
             loads.append(_load_average(f"keys={keys} start"))
-            size = SizeRun(spark, config, keys, root / f"keys-{keys}", log)
+            size = SizeRun(
+                spark, config, keys, root / f"keys-{keys}", log, cluster_pids=tuple(cluster.pids())
+            )
             sweep.append(size.run(strategies, driver_pid))
             runs[keys] = size
             if prewarm_reason:

@@ -42,6 +42,7 @@ class BenchConfig:
     chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
     timeout_s: float = 900.0
     settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
+    thread_cpu: bool = False  # each strategy's executor CPU per thread kind and batch
 
     @property
     def per_executor(self) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 GROUPS = ("executor_jvm", "python_workers", "driver_jvm", "driver_python", "agent")
 
 
-def _processes() -> dict[int, tuple[int, str, float]]:
+def processes() -> dict[int, tuple[int, str, float]]:
     """pid -> (parent pid, command name, CPU seconds incl. reaped children)."""
     ticks = os.sysconf("SC_CLK_TCK")
     table: dict[int, tuple[int, str, float]] = {}
@@ -42,7 +42,7 @@ def _processes() -> dict[int, tuple[int, str, float]]:
     return table
 
 
-def _descendants(table: dict[int, tuple[int, str, float]], root: int) -> list[int]:
+def descendants(table: dict[int, tuple[int, str, float]], root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for pid, (parent, _, _) in table.items():
         children.setdefault(parent, []).append(pid)
@@ -63,10 +63,10 @@ class ProcessCpu:
         """CPU seconds per group so far; {} where /proc is missing."""
         if not os.path.isdir("/proc"):
             return {}
-        table = _processes()
+        table = processes()
         groups = dict.fromkeys(GROUPS, 0.0)
         for root in self.worker_pids:
-            for pid in _descendants(table, root):
+            for pid in descendants(table, root):
                 _, command, cpu = table[pid]
                 groups["executor_jvm" if command == "java" else "python_workers"] += cpu
         me, agent = os.getpid(), self.agent_pid()

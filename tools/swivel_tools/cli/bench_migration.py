@@ -101,6 +101,14 @@ def _sizes(value: str) -> tuple[int, ...]:
 )
 @click.option("--timeout-s", type=float, default=900.0, hidden=True)
 @click.option("--settle-s", type=float, default=5.0, hidden=True)
+@click.option(
+    "--thread-cpu/--no-thread-cpu",
+    default=False,
+    show_default=True,
+    help="Sample the executors' CPU per thread kind (task, prewarm loader, RocksDB, GC, ...) "
+    "per batch, into each strategy's `thread_cpu`. The sampler runs in the driver's process "
+    "(its own CPU is in the JSON).",
+)
 def migration(
     *,
     output: str,
@@ -128,6 +136,7 @@ def migration(
     workdir: Path | None,
     timeout_s: float,
     settle_s: float,
+    thread_cpu: bool,
 ) -> None:
     """Swap bins between two executors with every strategy, per state size: the excess
     latency each adds over the steady batch (Megaphone Fig. 1 and its scaling figure).
@@ -157,6 +166,7 @@ def migration(
         chosen_keys=chosen_keys,
         timeout_s=timeout_s,
         settle_s=settle_s,
+        thread_cpu=thread_cpu,
     )
     report = run_migration_bench(config, plot_dir=plots, workdir=workdir)
     if output == "text":
