@@ -95,6 +95,7 @@ def test_a_live_reading_finds_a_busy_python_worker_under_an_executor() -> None:
     assert batch["cpu_ms"]["3"]["python_workers"] > 20, batch
     assert batch["cpu_ms"]["driver"].get("python", 0.0) >= 0.0
     assert recorder.sampler_cpu_s > 0
+    assert ("3", "java") in recorder.by_name  # the "JVM"'s own (idle) thread, by its name
 
 
 def _wait_for_descendants(pid: int, count: int, timeout_s: float = 30.0) -> None:

@@ -84,6 +84,8 @@ class ThreadCpuRecorder:
     _last: dict[tuple[int, int], float] = field(default_factory=dict)
     _totals: dict[str, dict[str, float]] = field(default_factory=dict)
     _executors: dict[int, str | None] = field(default_factory=dict)  # JVM pid -> executor id
+    # (executor, thread name without its number) -> CPU seconds over the whole recording
+    by_name: dict[tuple[str, str], float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -166,7 +168,10 @@ class ThreadCpuRecorder:
             found = _stat(f"/proc/{pid}/task/{tid}/stat")
             if found is not None:
                 name, cpu = found
-                attributed += self._add(executor, thread_kind(name), (pid, int(tid)), cpu)
+                spent = self._add(executor, thread_kind(name), (pid, int(tid)), cpu)
+                attributed += spent
+                named = (executor, name.rstrip("0123456789#-"))
+                self.by_name[named] = self.by_name.get(named, 0.0) + spent
         # the process's CPU since the last sample that no live thread holds: the last
         # interval of threads that ended since
         key = (pid, -1)
@@ -244,6 +249,13 @@ def thread_cpu_report(
         "interval_s": recorder.interval_s,
         "sampler_cpu_ms": round(recorder.sampler_cpu_s * 1e3),
         "steady_median": median,
+        # the busiest thread names over the whole recording: what `other_jvm` holds
+        "busiest_threads_ms": {
+            f"{executor}/{name}": round(seconds * 1e3)
+            for (executor, name), seconds in sorted(
+                recorder.by_name.items(), key=lambda item: -item[1]
+            )[:20]
+        },
         "worst_batch": next((e for e in during if e["batch"] == worst_batch), None),
         "window": during,
     }
