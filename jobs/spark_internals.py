@@ -26,6 +26,7 @@ the signatures with
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.parse
@@ -263,9 +264,9 @@ class SparkInternals:
             listed.add(str(executor))
         return bool(self._jsc.killExecutors(self._utils.toSeq(listed)))
 
-    def executor_ids(self) -> list[str]:
+    def executor_ids(self, timeout: float = 10.0) -> list[str]:
         """Registered, active executors (not the driver), from the status REST API."""
-        return [e.id for e in self.executors() if e.active]
+        return [e.id for e in self.executors(timeout) if e.active]
 
     def wait_for_executors(self, count: int, timeout: float = 60.0) -> list[str]:
         """Until exactly `count` executors are active, or TimeoutError after `timeout` s.
@@ -275,10 +276,11 @@ class SparkInternals:
         starting UI can answer 200 with no body (as the master's does: `alive_workers`)."""
         deadline = time.monotonic() + timeout
         while True:
+            left = deadline - time.monotonic()
             try:
-                ids = self.executor_ids()
-            except (OSError, ValueError) as error:
-                seen = f"the status API did not answer ({error or type(error).__name__})"
+                ids = self.executor_ids(timeout=min(10.0, max(1.0, left)))
+            except (OSError, json.JSONDecodeError) as error:
+                seen = f"the status API did not answer ({str(error) or type(error).__name__})"
             else:
                 if len(ids) == count:
                     return sorted(ids, key=_id_order)
@@ -289,16 +291,16 @@ class SparkInternals:
 
     # -- status REST API ----------------------------------------------------------------
 
-    def _rest(self, path: str) -> Any:
+    def _rest(self, path: str, timeout: float = 10.0) -> Any:
         base = self.sc.uiWebUrl
         if not base:
             raise RuntimeError("the Spark UI is disabled: set spark.ui.enabled=true")
         url = f"{base}/api/v1/applications/{self.sc.applicationId}{path}"
-        return get_json(url, timeout=10)
+        return get_json(url, timeout=timeout)
 
-    def executors(self) -> list[ExecutorInfo]:
+    def executors(self, timeout: float = 10.0) -> list[ExecutorInfo]:
         out = []
-        for item in self._rest("/executors"):
+        for item in self._rest("/executors", timeout):
             if item["id"] == "driver":
                 continue
             out.append(

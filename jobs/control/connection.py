@@ -85,6 +85,8 @@ def get_json(url: str, timeout: float) -> Any:
     connection = Connection(base, None)
     try:
         status, body = connection.request("GET", path, timeout)
+    except http.client.HTTPException as error:  # a malformed or cut answer: as unreachable
+        raise OSError(f"GET {url}: {type(error).__name__}: {error}") from error
     finally:
         connection.close()
     if status != 200:

@@ -54,3 +54,24 @@ def test_nobody_listening_is_an_os_error() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(OSError):
         get_json(f"http://127.0.0.1:{port}/json/", timeout=5)
+
+
+def test_a_malformed_answer_is_an_os_error() -> None:
+    """A server that answers something that is not HTTP (http.client's BadStatusLine, not
+    an OSError of its own): callers that tolerate an unreachable server tolerate it too."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+
+        def answer() -> None:
+            client, _ = server.accept()
+            with client:
+                client.recv(4096)
+                client.sendall(b"garbage\r\n\r\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        with pytest.raises(OSError, match="BadStatusLine"):
+            get_json(f"http://127.0.0.1:{port}/json/", timeout=5)
+        thread.join(timeout=5)

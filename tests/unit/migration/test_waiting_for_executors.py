@@ -97,6 +97,22 @@ def test_a_status_api_that_never_answers_ends_in_a_timeout_naming_it(api: Status
         _internals(api).wait_for_executors(2, timeout=0.5)
 
 
+def test_a_silent_status_api_is_asked_with_no_more_than_the_time_left(api: StatusAPI) -> None:
+    """Each poll's own timeout is capped by the wait's deadline (at least 1 s), so a short
+    wait does not overrun by a full 10 s poll."""
+    seen: list[float] = []
+    internals = _internals(api)
+
+    def executor_ids(timeout: float = 10.0) -> list[str]:
+        seen.append(timeout)
+        raise TimeoutError()  # no message: the error names its type
+
+    internals.executor_ids = executor_ids  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError, match=r"did not answer \(TimeoutError\) after 2.0s"):
+        internals.wait_for_executors(2, timeout=2.0)
+    assert seen and all(1.0 <= t <= 2.0 for t in seen), seen
+
+
 def test_too_few_executors_end_in_a_timeout_naming_the_count(api: StatusAPI) -> None:
     api.executors = [_executor("0")]
     with pytest.raises(TimeoutError, match=r"^1 executors after 0.5s, wanted 2$"):
