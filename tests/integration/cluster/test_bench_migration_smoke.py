@@ -19,6 +19,7 @@ The figures of a smoke run on a shared machine are no result (docs/migration.md)
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,7 @@ def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
     assert len(report["load_average"]) >= 2
     assert any(p.endswith("migration-excess.png") for p in report["plots"])
     # --thread-cpu: the executors' CPU per thread kind in each batch, read from /proc
+    cores = os.cpu_count() or 1
     for name, result in strategies.items():
         cpu = result["thread_cpu"]
         assert cpu["worst_batch"] is not None and cpu["window"], name
@@ -94,3 +96,7 @@ def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
             e["cpu_ms"].get(x, {}).get("task", 0.0) for e in cpu["window"] for x in executors
         )
         assert tasks > 0, (name, cpu["window"])
+        for entry in cpu["window"]:  # no more than the machine's cores could give
+            for executor in executors:
+                spent = sum(entry["cpu_ms"].get(executor, {}).values())
+                assert spent <= entry["wall_ms"] * cores * 1.2 + 100, (name, entry)

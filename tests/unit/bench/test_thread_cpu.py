@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from swivel_tools.bench.process_cpu import descendants, processes
 from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report, thread_kind
 
 
@@ -65,42 +66,68 @@ def test_the_report_sets_the_worst_batch_against_the_steady_median() -> None:
     assert [entry["batch"] for entry in report["window"]] == [4, 5]
 
 
+_EXECUTOR = """
+import ctypes, subprocess, sys, threading, time
+prctl = ctypes.CDLL(None).prctl
+prctl(15, b"java", 0, 0, 0)  # PR_SET_NAME: named as a JVM is
+
+def task() -> None:
+    prctl(15, b"Executor task launch worker", 0, 0, 0)  # cut to 15 characters
+    end = time.time() + 6
+    while time.time() < end:
+        pass
+
+threading.Thread(target=task).start()
+end = time.time() + 6
+while time.time() < end:  # a child that burns CPU and is reaped, again and again
+    subprocess.run([sys.executable, "-c", "import time\\ne = time.time() + 0.3\\nwhile time.time() < e: pass"])
+"""
+
+
+def _direct(pid: int) -> tuple[float, float]:
+    """(the JVM's own CPU, everything under it: reaped and live), straight from /proc."""
+    table = processes()
+    under = table[pid].children + sum(table[c].cpu for c in descendants(table, pid))
+    return table[pid].own, under
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc (Linux)")
-def test_a_live_reading_finds_a_busy_python_worker_under_an_executor() -> None:
-    """A process tree shaped like a standalone worker's: the worker, an executor JVM named
-    `java` with `--executor-id 3` (here a Python process whose name is set to `java`), and
-    a busy Python worker under it; the worker's CPU goes to executor 3's `python_workers`."""
-    busy = "import time\nend = time.time() + 4\nwhile time.time() < end: pass\n"
-    executor = (
-        "import ctypes, subprocess, sys, time\n"
-        "ctypes.CDLL(None).prctl(15, b'java', 0, 0, 0)\n"  # PR_SET_NAME
-        f"child = subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
-        "child.wait()\n"
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {executor!r}, '--executor-id', '3'])"]
-    )  # fmt: skip
-    recorder = ThreadCpuRecorder(worker_pids=(worker.pid,), interval_s=0.1)
+def test_the_sampler_process_accounts_for_threads_and_reaped_children_once() -> None:
+    """A process tree shaped like a standalone worker's: the worker, an executor "JVM"
+    (`java`, `--executor-id 3`) with a busy task thread, and children it starts and reaps.
+    The thread kinds add up to the JVM's own CPU, and the children's CPU is counted once
+    (a thread's stat repeats its process's reaped children: counting it per thread was the
+    16x of review helper-34)."""
+    launcher = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {_EXECUTOR!r}, '--executor-id', '3'])"
+    worker = subprocess.Popen([sys.executable, "-c", launcher])
     try:
-        _wait_for_descendants(worker.pid, 2)  # the "executor" and its busy worker
-        began = time.time()
-        recorder.start()
-        time.sleep(1.5)
-        ended = time.time()
-        recorder.stop()
+        _wait_for_descendants(worker.pid, 2)  # the "JVM" and its first child
+        table = processes()
+        jvm = next(pid for pid in descendants(table, worker.pid) if table[pid].command == "java")
+        with ThreadCpuRecorder((worker.pid,), interval_s=0.1) as recorder:
+            own_before, under_before = _direct(jvm)
+            time.sleep(3.0)
+        own_after, under_after = _direct(jvm)  # straight after the sampler's last sample
     finally:
-        worker.wait(timeout=30)
-    (batch,) = recorder.per_batch([(1, began + 0.2, ended - 0.2)])
-    # a busy loop: most of a core on an idle machine, much less beside a test run
-    assert batch["cpu_ms"]["3"]["python_workers"] > 20, batch
-    assert batch["cpu_ms"]["driver"].get("python", 0.0) >= 0.0
+        worker.wait(timeout=60)
+    (t0, first), (t1, last) = recorder.samples[0], recorder.samples[-1]
+    gained = {k: v - first["3"].get(k, 0.0) for k, v in last["3"].items()}
+    # the live threads' kinds alone: `unattributed` closes any gap to the JVM's own CPU by
+    # construction, so it must stay small (threads that ended: none here but the children)
+    threads = sum(v for k, v in gained.items() if k not in {"child_processes", "unattributed"})
+    assert abs(gained.get("unattributed", 0.0)) < 0.2, gained
+    own, under = own_after - own_before, under_after - under_before
+    assert gained["task"] > 0.1 * (t1 - t0), gained
+    assert threads == pytest.approx(own, abs=0.2 + 0.15 * own), (gained, own)
+    assert gained["child_processes"] == pytest.approx(under, abs=0.4 + 0.15 * under), (
+        gained,
+        under,
+    )
     assert recorder.sampler_cpu_s > 0
-    assert ("3", "java") in recorder.by_name  # the "JVM"'s own (idle) thread, by its name
+    assert ("3", "Executor task l") in {(e, n) for e, n, _ in recorder.busiest}
 
 
 def _wait_for_descendants(pid: int, count: int, timeout_s: float = 30.0) -> None:
-    from swivel_tools.bench.process_cpu import descendants, processes
-
     deadline = time.monotonic() + timeout_s
     while len(descendants(processes(), pid)) < count:
         assert time.monotonic() < deadline, f"{pid} has not started {count} processes"

@@ -25,6 +25,7 @@ their batch's other bins (`moved_task_extra_ms`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -225,18 +226,17 @@ class SizeRun:
             },
         }
 
-    def measure(
-        self, strategy: str, original: dict[int, str], target: dict[int, str], driver_pid: str
-    ) -> dict[str, Any]:
+    def _migrate(
+        self, strategy: str, target: dict[int, str]
+    ) -> tuple[list[figures.BatchTime], float, Migration, int, int]:
+        """The steady batches, then the migration until its last move's batch is done:
+        (steady batches, the wall time it began, the migration, its window's first and
+        last batch)."""
         cfg, workload, query = self.config, self.workload, self.workload.query
-        recorder = ThreadCpuRecorder(self.cluster_pids) if cfg.thread_cpu else None
-        if recorder is not None:
-            recorder.start()
         start = workload.batches_done() + 1
         workload.wait_for_batch(start + cfg.steady_batches - 1, timeout=cfg.timeout_s)
         steady_batches = _durations(query, start, start + cfg.steady_batches - 1)
         self.steady.append(steady_batches)
-        steady = [d for _, d, _ in steady_batches]
         began = time.time()
         # batched-prewarmed is the product's prewarm (`spec.migration.prewarm`): the batched
         # plan, each step's bins loaded on their targets before the step switches
@@ -259,8 +259,18 @@ class SizeRun:
         first = max((migration.first_batch or 1) - 1, 0)
         last = max(o.verified_in_batch or first for o in migration.outcomes.values())
         workload.wait_for_batch(last, timeout=cfg.timeout_s)
-        if recorder is not None:
-            recorder.stop()
+        self._spans[strategy] = (start, last + 3)  # read after the settle: 3 more batches
+        return steady_batches, began, migration, first, last
+
+    def measure(
+        self, strategy: str, original: dict[int, str], target: dict[int, str], driver_pid: str
+    ) -> dict[str, Any]:
+        cfg, query = self.config, self.workload.query
+        prewarm = strategy == PREWARMED
+        recorder = ThreadCpuRecorder(self.cluster_pids) if cfg.thread_cpu else None
+        with recorder or contextlib.nullcontext():  # stopped however the migration ends
+            steady_batches, began, migration, first, last = self._migrate(strategy, target)
+        steady = [d for _, d, _ in steady_batches]
         moved, steps = migration.moved, migration.plan.step_count
         extra = reload_figures(self.mover, migration)
         # per step, what its boundary added to the switching batch (the switch's own latency)
@@ -281,7 +291,6 @@ class SizeRun:
             extra["thread_cpu"] = thread_cpu_report(
                 recorder, steady_batches, window, spike.worst_batch
             )
-        self._spans[strategy] = (start, last + 3)  # read after the settle: 3 more batches
         self.windows[strategy] = (first, last)
         reads: dict[str, Any] = {}
         if self.log is not None and self.log.exists():

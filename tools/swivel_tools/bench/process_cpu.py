@@ -19,33 +19,57 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 GROUPS = ("executor_jvm", "python_workers", "driver_jvm", "driver_python", "agent")
 
 
-def processes() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, command name, CPU seconds incl. reaped children)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    table: dict[int, tuple[int, str, float]] = {}
+class ProcStat(NamedTuple):
+    """One /proc/<pid>/stat (or a thread's /proc/<pid>/task/<tid>/stat), CPU in seconds.
+
+    `children` is what the process's reaped children used (a thread's file repeats its
+    process's figure there: count a thread's `own` only)."""
+
+    parent: int
+    command: str  # the process's (or thread's) name, cut to 15 characters
+    own: float  # utime + stime
+    children: float  # cutime + cstime
+
+    @property
+    def cpu(self) -> float:
+        return self.own + self.children
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read_stat(path: str) -> ProcStat | None:
+    """The stat file at `path`; None when it is gone (the process or thread ended)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stat:
+            raw = stat.read()
+    except OSError:
+        return None
+    command = raw[raw.index("(") + 1 : raw.rindex(")")]
+    fields = raw[raw.rindex(")") + 2 :].split()
+    own = (int(fields[11]) + int(fields[12])) / _TICKS
+    children = (int(fields[13]) + int(fields[14])) / _TICKS
+    return ProcStat(int(fields[1]), command, own, children)
+
+
+def processes() -> dict[int, ProcStat]:
+    """Every process's stat, by pid."""
+    table: dict[int, ProcStat] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="utf-8") as stat:
-                raw = stat.read()
-        except OSError:
-            continue
-        command = raw[raw.index("(") + 1 : raw.rindex(")")]
-        fields = raw[raw.rindex(")") + 2 :].split()
-        cpu = sum(int(value) for value in fields[11:15]) / ticks  # utime stime cutime cstime
-        table[int(name)] = (int(fields[1]), command, cpu)
+        if name.isdigit() and (stat := read_stat(f"/proc/{name}/stat")) is not None:
+            table[int(name)] = stat
     return table
 
 
-def descendants(table: dict[int, tuple[int, str, float]], root: int) -> list[int]:
+def descendants(table: dict[int, ProcStat], root: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in table.items():
-        children.setdefault(parent, []).append(pid)
+    for pid, stat in table.items():
+        children.setdefault(stat.parent, []).append(pid)
     found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
@@ -67,14 +91,15 @@ class ProcessCpu:
         groups = dict.fromkeys(GROUPS, 0.0)
         for root in self.worker_pids:
             for pid in descendants(table, root):
-                _, command, cpu = table[pid]
-                groups["executor_jvm" if command == "java" else "python_workers"] += cpu
+                stat = table[pid]
+                group = "executor_jvm" if stat.command == "java" else "python_workers"
+                groups[group] += stat.cpu
         me, agent = os.getpid(), self.agent_pid()
-        for pid, (parent, command, cpu) in table.items():
-            if parent == me and command == "java":
-                groups["driver_jvm"] += cpu
+        for pid, stat in table.items():
+            if stat.parent == me and stat.command == "java":
+                groups["driver_jvm"] += stat.cpu
             elif agent is not None and pid == agent:
-                groups["agent"] += cpu
+                groups["agent"] += stat.cpu
         times = os.times()
         groups["driver_python"] = times.user + times.system
         return groups

@@ -1,32 +1,40 @@
 """CPU time per thread kind of each executor JVM, per batch, from `/proc` (Linux): which
-work a migration's worst batch competed with on a core (docs/migration.md, "Per-thread CPU").
+work a migration's worst batch competed with on a core (docs/migration.md, "Running it":
+`--thread-cpu`).
 
 Batch durations say a batch was slow; they do not say what else ran on its executor's core.
-A background thread samples every `interval_s`:
+A sampler process (`python -m swivel_tools.bench.thread_cpu`, so that it takes no GIL from
+the driver whose boundaries are measured) reads every `interval_s`:
 
-- each executor JVM's threads (`/proc/<pid>/task/<tid>/stat`: utime + stime, and the
-  thread's name as the JVM set it, cut to 15 characters), grouped by `thread_kind`;
-- its Python workers (processes under the JVM, with their reaped children);
-- the driver: its JVM and this Python process, each as a whole (`jvm`, `python`).
+- each executor JVM's threads (`/proc/<pid>/task/<tid>/stat`: utime + stime, and the name
+  the JVM gave the thread, cut to 15 characters), grouped by `thread_kind`;
+- `unattributed`: the JVM's own CPU that no live thread holds (threads that ended between
+  two samples), so an executor's thread kinds add up to its JVM's own CPU;
+- `child_processes`: the processes under the JVM, live or reaped: PySpark's Python
+  workers, and e.g. the `chmod` Hadoop runs where its native library is missing;
+- the driver: its Python process (`python`) and its JVM (`jvm`), each as a whole.
 
-A thread's CPU since the last sample goes to the kind of its current name (Spark renames a
-task thread for each task). The last interval of a thread that ended between two samples
-goes to `unattributed` (the process's CPU in the interval minus its live threads'), so the
-kinds add up to the JVM's CPU. The sampler's own CPU is reported beside the figures: it runs in
-the driver's Python process, on the same two cores.
+Each kind is a running total; a batch's share is the difference at its end and its start,
+interpolated between the two samples around each (stamped at the middle of their reads).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from swivel_tools.bench.process_cpu import descendants, processes
+from swivel_tools.bench.process_cpu import ProcStat, descendants, processes, read_stat
 
 # (prefix of the 15-character thread name, kind), first match wins
 _KINDS = (
@@ -36,11 +44,14 @@ _KINDS = (
     ("state-store-mai", "state_maintenance"),
     ("GC Thread", "gc"),
     ("G1 ", "gc"),
-    ("VM Thread", "gc"),
+    ("VM Thread", "vm_thread"),
     ("C1 CompilerThre", "jit"),
     ("C2 CompilerThre", "jit"),
 )
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+if TYPE_CHECKING:  # not imported at run time: the sampler process imports this module
+    from swivel_tools.bench.migration_figures import BatchTime
+
+Totals = dict[str, dict[str, float]]  # owner (executor id or "driver") -> kind -> CPU s
 
 
 def thread_kind(name: str) -> str:
@@ -48,142 +59,192 @@ def thread_kind(name: str) -> str:
     return next((kind for prefix, kind in _KINDS if name.startswith(prefix)), "other_jvm")
 
 
-def _stat(path: str) -> tuple[str, float] | None:
-    """(name, CPU seconds: utime + stime + reaped children's) of a /proc stat file."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as stat:
-            raw = stat.read()
-    except OSError:
-        return None
-    name = raw[raw.index("(") + 1 : raw.rindex(")")]
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return name, sum(int(value) for value in fields[11:15]) / _TICKS
-
-
 def _executor_id(pid: int) -> str | None:
     """The `--executor-id` on an executor JVM's command line."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            args = cmdline.read().decode(errors="replace").split("\0")
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return None
-    if "--executor-id" in args and args.index("--executor-id") + 1 < len(args):
-        return args[args.index("--executor-id") + 1]
-    return None
+    at = args.index("--executor-id") if "--executor-id" in args else -1
+    return args[at + 1] if 0 <= at < len(args) - 1 else None
 
 
-@dataclass
-class ThreadCpuRecorder:
-    """Samples in a background thread between `start()` and `stop()`; `per_batch()` then
-    attributes the CPU to batches by their start and end times."""
+class Sampler:
+    """Running totals per owner and kind; `sample()` brings them up to now."""
 
-    worker_pids: Iterable[int]  # the standalone Worker JVMs (LocalCluster.pids())
-    interval_s: float = 0.25
-    samples: list[tuple[float, dict[str, dict[str, float]]]] = field(default_factory=list)
-    sampler_cpu_s: float = 0.0
-    _last: dict[tuple[int, int], float] = field(default_factory=dict)
-    _totals: dict[str, dict[str, float]] = field(default_factory=dict)
-    _executors: dict[int, str | None] = field(default_factory=dict)  # JVM pid -> executor id
-    # (executor, thread name without its number) -> CPU seconds over the whole recording
-    by_name: dict[tuple[str, str], float] = field(default_factory=dict)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    def __init__(self, worker_pids: tuple[int, ...], driver_pid: int) -> None:
+        self.worker_pids, self.driver_pid = worker_pids, driver_pid
+        self.totals: Totals = {}
+        self.by_name: dict[tuple[str, str], float] = {}  # (executor, name) -> CPU s
+        self._last: dict[tuple[str, int, int], float] = {}  # running figure per source
+        self._executors: dict[int, str | None] = {}
+        self._first = True
 
-    def start(self) -> None:
-        if not os.path.isdir("/proc"):
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="thread-cpu", daemon=True)
-        self._thread.start()
+    def _add(self, owner: str, kind: str, key: tuple[str, int, int], now: float) -> float:
+        """Add what `key`'s running figure gained since the last sample to `kind`.
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _loop(self) -> None:
-        began = time.thread_time()
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval_s)
-        self.sampler_cpu_s += time.thread_time() - began
-
-    def _add(self, owner: str, kind: str, key: tuple[int, int], cpu: float) -> float:
-        """Add a thread's (or process's) CPU since the last sample to `kind`; returns it.
-
-        One first seen after the first sample started since the last one: all of its CPU
-        is new."""
-        before = self._last.get(key, cpu if not self.samples else 0.0)
-        self._last[key] = cpu
-        spent = max(cpu - before, 0.0)
-        totals = self._totals.setdefault(owner, {})
-        totals[kind] = totals.get(kind, 0.0) + spent
-        return spent
+        On the first sample every figure is a baseline; a source first seen later started
+        since the last sample, so all of its figure is new. A figure that dropped (a child
+        left the live tree) adds nothing."""
+        before = self._last.get(key, now if self._first else 0.0)
+        self._last[key] = now
+        gained = max(now - before, 0.0)
+        kinds = self.totals.setdefault(owner, {})
+        kinds[kind] = kinds.get(kind, 0.0) + gained
+        return gained
 
     def sample(self) -> None:
-        """One reading: every kind's CPU seconds so far, per executor (and the driver)."""
         table = processes()
-        me = os.getpid()
         for root in self.worker_pids:
             for pid in descendants(table, root):
-                _, command, cpu = table[pid]
-                if command == "java" and (executor := self._executor(pid)) is not None:
-                    self._sample_jvm(executor, pid, cpu)
-        for pid, (parent, command, cpu) in table.items():
-            if parent == me and command == "java":
-                self._add("driver", "jvm", (pid, 0), cpu)
-        self._add("driver", "python", (me, 0), _own_cpu())
-        for root in self.worker_pids:
-            for pid in descendants(table, root):
-                _, command, cpu = table[pid]
-                if command != "java":
-                    owner = self._jvm_owner(table, pid)
-                    if owner is not None:
-                        self._add(owner, "python_workers", (pid, 0), cpu)
-        snapshot = {owner: dict(kinds) for owner, kinds in self._totals.items()}
-        self.samples.append((time.time(), snapshot))
-
-    def _jvm_owner(self, table: dict[int, tuple[int, str, float]], pid: int) -> str | None:
-        """The executor whose JVM a Python worker runs under."""
-        parent = table[pid][0]
-        while parent in table:
-            if table[parent][1] == "java":
-                return self._executor(parent)
-            parent = table[parent][0]
-        return None
+                if table[pid].command == "java" and (executor := self._executor(pid)):
+                    self._sample_executor(executor, pid, table)
+        self._add("driver", "python", ("driver", self.driver_pid, 0), _own(table, self.driver_pid))
+        jvm = sum(
+            s.cpu for s in table.values() if s.parent == self.driver_pid and s.command == "java"
+        )
+        self._add("driver", "jvm", ("driver", self.driver_pid, 1), jvm)
+        self._first = False
 
     def _executor(self, pid: int) -> str | None:
         if pid not in self._executors:
             self._executors[pid] = _executor_id(pid)
         return self._executors[pid]
 
-    def _sample_jvm(self, executor: str, pid: int, process_cpu: float) -> None:
+    def _sample_executor(self, executor: str, pid: int, table: dict[int, ProcStat]) -> None:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             return
         attributed = 0.0
         for tid in tids:
-            found = _stat(f"/proc/{pid}/task/{tid}/stat")
-            if found is not None:
-                name, cpu = found
-                spent = self._add(executor, thread_kind(name), (pid, int(tid)), cpu)
-                attributed += spent
-                named = (executor, name.rstrip("0123456789#-"))
-                self.by_name[named] = self.by_name.get(named, 0.0) + spent
-        # the process's CPU since the last sample that no live thread holds: the last
-        # interval of threads that ended since
-        key = (pid, -1)
-        before = self._last.get(key, process_cpu)
-        self._last[key] = process_cpu
-        totals = self._totals.setdefault(executor, {})
-        unattributed = max(process_cpu - before - attributed, 0.0)
-        totals["unattributed"] = totals.get("unattributed", 0.0) + unattributed
+            thread = read_stat(f"/proc/{pid}/task/{tid}/stat")
+            if thread is not None:  # own only: a thread's children field is its process's
+                gained = self._add(
+                    executor, thread_kind(thread.command), ("t", pid, int(tid)), thread.own
+                )
+                attributed += gained
+                name = (executor, thread.command.rstrip("0123456789#-"))
+                self.by_name[name] = self.by_name.get(name, 0.0) + gained
+        jvm = read_stat(f"/proc/{pid}/stat")  # read after its threads: the skew stays small
+        if jvm is None:
+            return
+        # unclamped, so that a sample's read skew is given back in the next one
+        before = self._last.get(("jvm", pid, 0), jvm.own if self._first else 0.0)
+        self._last[("jvm", pid, 0)] = jvm.own
+        kinds = self.totals.setdefault(executor, {})
+        kinds["unattributed"] = kinds.get("unattributed", 0.0) + (jvm.own - before - attributed)
+        # one running figure for everything under the JVM, live or reaped: a child that
+        # ends moves from the live sum into its parent's `children`, and is counted once
+        under = jvm.children + sum(table[child].cpu for child in descendants(table, pid))
+        self._add(executor, "child_processes", ("children", pid, 0), under)
+
+
+def _own(table: dict[int, ProcStat], pid: int) -> float:
+    stat = table.get(pid)
+    return stat.own if stat is not None else 0.0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The sampler process: one JSON line per sample on --out until stdin closes, then a
+    last sample and a summary line (its own CPU, the busiest thread names)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--interval", type=float, default=0.25)
+    parser.add_argument("--driver-pid", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("worker_pids", type=int, nargs="*")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def wait_for_eof() -> None:  # the recorder closes our stdin to stop us
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+    sampler = Sampler(tuple(args.worker_pids), args.driver_pid)
+    with args.out.open("w", encoding="utf-8") as out:
+
+        def write_sample() -> None:
+            began = time.time()
+            sampler.sample()
+            at = (began + time.time()) / 2  # the middle of its reads
+            out.write(json.dumps({"at": at, "totals": sampler.totals}) + "\n")
+            out.flush()
+
+        while not stop.is_set():
+            write_sample()
+            stop.wait(args.interval)
+        write_sample()  # the last batch may end after the previous sample
+        busiest = sorted(sampler.by_name.items(), key=lambda item: -item[1])[:20]
+        own = os.times()
+        out.write(json.dumps({
+            "sampler_cpu_s": own.user + own.system,
+            "busiest": [[executor, name, seconds] for (executor, name), seconds in busiest],
+        }) + "\n")  # fmt: skip
+
+
+class ThreadCpuRecorder:
+    """Runs the sampler process between `start()` and `stop()` (or as a context manager);
+    `per_batch()` then attributes its totals to batches by their start and end times."""
+
+    def __init__(self, worker_pids: Iterable[int], interval_s: float = 0.25) -> None:
+        self.worker_pids, self.interval_s = tuple(worker_pids), interval_s
+        self.samples: list[tuple[float, Totals]] = []
+        self.sampler_cpu_s = 0.0
+        self.busiest: list[tuple[str, str, float]] = []
+        self._process: subprocess.Popen[bytes] | None = None
+        self._out: Path | None = None
+
+    def __enter__(self) -> ThreadCpuRecorder:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start sampling; returns once the first sample is written (the baseline)."""
+        if not os.path.isdir("/proc"):
+            return
+        handle, name = tempfile.mkstemp(prefix="swivel-thread-cpu-", suffix=".jsonl")
+        os.close(handle)
+        self._out = Path(name)
+        command = [
+            sys.executable, "-m", "swivel_tools.bench.thread_cpu", "--interval", str(self.interval_s),
+            "--driver-pid", str(os.getpid()), "--out", str(self._out), *map(str, self.worker_pids),
+        ]  # fmt: skip
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE)
+        deadline = time.monotonic() + timeout_s
+        while self._out.stat().st_size == 0 and self._process.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the sampler after one last sample, and read what it wrote."""
+        process, self._process = self._process, None
+        if process is None or self._out is None:
+            return
+        with contextlib.suppress(OSError):
+            assert process.stdin is not None
+            process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for line in self._out.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if "totals" in entry:
+                self.samples.append((float(entry["at"]), entry["totals"]))
+            else:
+                self.sampler_cpu_s = float(entry["sampler_cpu_s"])
+                self.busiest = [(str(e), str(n), float(s)) for e, n, s in entry["busiest"]]
+        self._out.unlink(missing_ok=True)
 
     def per_batch(self, batches: Iterable[tuple[int, float, float]]) -> list[dict[str, Any]]:
-        """For each (batch, start, end) in epoch seconds: CPU ms per owner and kind in it,
-        interpolated between the samples around its start and its end."""
+        """For each (batch, start, end) in epoch seconds: CPU ms per owner and kind in it.
+        A batch not inside the samples is left out."""
         out = []
         for batch, start, end in batches:
             at_start, at_end = self._at(start), self._at(end)
@@ -191,16 +252,16 @@ class ThreadCpuRecorder:
                 continue
             cpu = {
                 owner: {
-                    kind: round((ms - at_start.get(owner, {}).get(kind, 0.0)) * 1e3, 1)
-                    for kind, ms in kinds.items()
-                    if ms - at_start.get(owner, {}).get(kind, 0.0) > 0
+                    kind: round((value - at_start.get(owner, {}).get(kind, 0.0)) * 1e3, 1)
+                    for kind, value in kinds.items()
+                    if round((value - at_start.get(owner, {}).get(kind, 0.0)) * 1e3, 1) != 0
                 }
                 for owner, kinds in at_end.items()
             }
             out.append({"batch": batch, "wall_ms": round((end - start) * 1e3), "cpu_ms": cpu})
         return out
 
-    def _at(self, moment: float) -> dict[str, dict[str, float]] | None:
+    def _at(self, moment: float) -> Totals | None:
         """Every owner's and kind's CPU seconds at `moment`, linear between two samples."""
         for (t0, before), (t1, after) in zip(self.samples, self.samples[1:], strict=False):
             if t0 <= moment <= t1:
@@ -215,25 +276,17 @@ class ThreadCpuRecorder:
         return None
 
 
-def _own_cpu() -> float:
-    times = os.times()
-    return times.user + times.system
-
-
-BatchSpan = tuple[int, float, float]  # batch id, duration ms, end (epoch s)
-
-
 def thread_cpu_report(
     recorder: ThreadCpuRecorder,
-    steady: Iterable[BatchSpan],
-    window: Iterable[BatchSpan],
+    steady: Iterable[BatchTime],
+    window: Iterable[BatchTime],
     worst_batch: int,
 ) -> dict[str, Any]:
     """The JSON's `thread_cpu` of one strategy: every window batch's CPU per executor and
     thread kind, the worst batch's on its own, and the median of the steady batches before
     the migration, to read the worst batch against."""
 
-    def spans(batches: Iterable[BatchSpan]) -> list[tuple[int, float, float]]:
+    def spans(batches: Iterable[BatchTime]) -> list[tuple[int, float, float]]:
         return [(batch, end - ms / 1e3, end) for batch, ms, end in batches]
 
     before = recorder.per_batch(spans(steady))
@@ -250,12 +303,11 @@ def thread_cpu_report(
         "sampler_cpu_ms": round(recorder.sampler_cpu_s * 1e3),
         "steady_median": median,
         # the busiest thread names over the whole recording: what `other_jvm` holds
-        "busiest_threads_ms": {
-            f"{executor}/{name}": round(seconds * 1e3)
-            for (executor, name), seconds in sorted(
-                recorder.by_name.items(), key=lambda item: -item[1]
-            )[:20]
-        },
+        "busiest_threads_ms": {f"{e}/{n}": round(s * 1e3) for e, n, s in recorder.busiest},
         "worst_batch": next((e for e in during if e["batch"] == worst_batch), None),
         "window": during,
     }
+
+
+if __name__ == "__main__":
+    main()
