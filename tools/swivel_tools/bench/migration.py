@@ -26,10 +26,7 @@ their batch's other bins (`moved_task_extra_ms`).
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -52,6 +49,7 @@ from swivel_tools.bench.migration_anatomy import (
     task_times,
 )
 from swivel_tools.bench.migration_plots import plot_excess, plot_timelines
+from swivel_tools.bench.migration_report import keep_size_result, load_average, size_extras
 from swivel_tools.bench.migration_settings import (
     STEADY_RUN_MARGIN,
     BenchConfig,
@@ -75,11 +73,6 @@ def _durations(query: Any, first: int, last: int) -> list[figures.BatchTime]:
             ms = float(progress["durationMs"]["triggerExecution"])
             out.append((batch, ms, epoch(progress["timestamp"]) + ms / 1e3))
     return sorted(out)
-
-
-def _load_average(label: str) -> dict[str, Any]:
-    one, five, fifteen = os.getloadavg()
-    return {"at": label, "time": round(time.time(), 1), "1m": one, "5m": five, "15m": fifteen}
 
 
 class SizeRun:
@@ -338,7 +331,7 @@ def run_migration_bench(
 ) -> dict[str, Any]:
     root = workdir or Path(tempfile.mkdtemp(prefix="swivel-bench-migration-"))
     finished = False
-    loads = [_load_average("start")]
+    loads = [load_average("start")]
     began = time.monotonic()
     jar = str(jvm.jar_path()) if jvm.jar_path() else None
     log = root / "throttled-reads.tsv" if config.storage == "throttled" else None
@@ -371,7 +364,7 @@ def run_migration_bench(
         sweep: list[dict[str, Any]] = []
         runs: dict[int, SizeRun] = {}
         for keys in config.sweep_keys:
-            loads.append(_load_average(f"keys={keys} start"))
+            loads.append(load_average(f"keys={keys} start"))
             size = SizeRun(
                 spark, config, keys, root / f"keys-{keys}", log, cluster_pids=tuple(cluster.pids())
             )
@@ -379,12 +372,12 @@ def run_migration_bench(
             runs[keys] = size
             if prewarm_reason:
                 sweep[-1]["strategies"][PREWARMED] = None
-            _keep_size_result(root, sweep[-1])
+            keep_size_result(root, sweep[-1])
             # a size's checkpoint is ~10 snapshots of its whole state (38 GB at 1.28 M keys):
             # kept only in a --workdir the caller chose
             done = root / f"keys-{keys}"
             shutil.rmtree(done / "input" if workdir else done, ignore_errors=True)
-        loads.append(_load_average("end"))
+        loads.append(load_average("end"))
         chosen_keys = config.chosen_keys or max(config.sweep_keys)
         chosen = next(s for s in sweep if s["keys"] == chosen_keys)
         top = dict(chosen["strategies"])
@@ -396,7 +389,7 @@ def run_migration_bench(
             "state_rows": chosen["state_rows"],
             "storage": storage_description(config, log),
             "sweep": [
-                {**figures.sweep_row(s["keys"], s["strategies"]), **_size_extras(s)} for s in sweep
+                {**figures.sweep_row(s["keys"], s["strategies"]), **size_extras(s)} for s in sweep
             ],
             "load_average": loads,
             "counts_match_reference": all(s["counts_match_reference"] for s in sweep),
@@ -418,20 +411,6 @@ def run_migration_bench(
         cluster.stop()
         if workdir is None and finished:  # ours, and the report holds what it measured;
             shutil.rmtree(root, ignore_errors=True)  # after a failure: the sizes measured
-
-
-def _keep_size_result(root: Path, size: dict[str, Any]) -> None:
-    """Write one size's result as soon as it is measured (`<workdir>/size-<keys>.json`): a
-    sweep takes an hour on an idle machine, and a later size that fails (executor memory)
-    must not take the measured ones with it."""
-    path = root / f"size-{size['keys']}.json"
-    path.write_text(json.dumps(size, indent=2, default=str))
-    print(f"keys={size['keys']}: measured, kept in {path}", file=sys.stderr, flush=True)
-
-
-def _size_extras(size: dict[str, Any]) -> dict[str, Any]:
-    keep = ("steady_p50_ms", "state_rows", "state_bytes", "moved", "steady_run", "snapshot_phases")
-    return {k: size[k] for k in keep}
 
 
 def _strategies(spark: Any, config: BenchConfig) -> tuple[tuple[str, ...], str | None]:
