@@ -43,6 +43,7 @@ class BenchConfig:
     timeout_s: float = 900.0
     settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
     thread_cpu: bool = False  # each strategy's executor CPU per thread kind and batch
+    warm_up_prewarm: bool = False  # an unmeasured prewarmed migration before the strategies
 
     @property
     def per_executor(self) -> int:

@@ -12,7 +12,8 @@ the driver whose boundaries are measured) reads every `interval_s`:
   two samples), so an executor's thread kinds add up to its JVM's own CPU;
 - `child_processes`: the processes under the JVM, live or reaped: PySpark's Python
   workers, and e.g. the `chmod` Hadoop runs where its native library is missing;
-- the driver: its Python process (`python`) and its JVM (`jvm`), each as a whole.
+- the driver: its Python process (`driver`: `python`, as a whole) and its JVM
+  (`driver_jvm`: by thread kind, as an executor's).
 
 Each kind is a running total; a batch's share is the difference at its end and its start,
 interpolated between the two samples around each (stamped at the middle of their reads).
@@ -51,7 +52,8 @@ _KINDS = (
 if TYPE_CHECKING:  # not imported at run time: the sampler process imports this module
     from swivel_tools.bench.migration_figures import BatchTime
 
-Totals = dict[str, dict[str, float]]  # owner (executor id or "driver") -> kind -> CPU s
+# owner (an executor's id, "driver" or "driver_jvm") -> kind -> CPU seconds
+Totals = dict[str, dict[str, float]]
 
 
 def thread_kind(name: str) -> str:
@@ -98,12 +100,11 @@ class Sampler:
         for root in self.worker_pids:
             for pid in descendants(table, root):
                 if table[pid].command == "java" and (executor := self._executor(pid)):
-                    self._sample_executor(executor, pid, table)
+                    self._sample_jvm(executor, pid, table)
         self._add("driver", "python", ("driver", self.driver_pid, 0), _own(table, self.driver_pid))
-        jvm = sum(
-            s.cpu for s in table.values() if s.parent == self.driver_pid and s.command == "java"
-        )
-        self._add("driver", "jvm", ("driver", self.driver_pid, 1), jvm)
+        for pid, stat in table.items():  # the driver's JVM (py4j's child), thread by thread
+            if stat.parent == self.driver_pid and stat.command == "java":
+                self._sample_jvm("driver_jvm", pid, table)
         self._first = False
 
     def _executor(self, pid: int) -> str | None:
@@ -111,7 +112,7 @@ class Sampler:
             self._executors[pid] = _executor_id(pid)
         return self._executors[pid]
 
-    def _sample_executor(self, executor: str, pid: int, table: dict[int, ProcStat]) -> None:
+    def _sample_jvm(self, owner: str, pid: int, table: dict[int, ProcStat]) -> None:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
@@ -121,10 +122,10 @@ class Sampler:
             thread = read_stat(f"/proc/{pid}/task/{tid}/stat")
             if thread is not None:  # own only: a thread's children field is its process's
                 gained = self._add(
-                    executor, thread_kind(thread.command), ("t", pid, int(tid)), thread.own
+                    owner, thread_kind(thread.command), ("t", pid, int(tid)), thread.own
                 )
                 attributed += gained
-                name = (executor, thread.command.rstrip("0123456789#-"))
+                name = (owner, thread.command.rstrip("0123456789#-"))
                 self.by_name[name] = self.by_name.get(name, 0.0) + gained
         jvm = read_stat(f"/proc/{pid}/stat")  # read after its threads: the skew stays small
         if jvm is None:
@@ -132,12 +133,12 @@ class Sampler:
         # unclamped, so that a sample's read skew is given back in the next one
         before = self._last.get(("jvm", pid, 0), jvm.own if self._first else 0.0)
         self._last[("jvm", pid, 0)] = jvm.own
-        kinds = self.totals.setdefault(executor, {})
+        kinds = self.totals.setdefault(owner, {})
         kinds["unattributed"] = kinds.get("unattributed", 0.0) + (jvm.own - before - attributed)
         # one running figure for everything under the JVM, live or reaped: a child that
         # ends moves from the live sum into its parent's `children`, and is counted once
         under = jvm.children + sum(table[child].cpu for child in descendants(table, pid))
-        self._add(executor, "child_processes", ("children", pid, 0), under)
+        self._add(owner, "child_processes", ("children", pid, 0), under)
 
 
 def _own(table: dict[int, ProcStat], pid: int) -> float:

@@ -109,6 +109,13 @@ def _sizes(value: str) -> tuple[int, ...]:
     "per batch, into each strategy's `thread_cpu`. The sampler runs in the driver's process "
     "(its own CPU is in the JSON).",
 )
+@click.option(
+    "--warm-up-prewarm",
+    is_flag=True,
+    hidden=True,
+    help="Before the strategies, one unmeasured prewarmed migration and back: the JVMs then "
+    "run the prewarm's code paths (class loading, JIT) before any window (docs/migration.md).",
+)
 def migration(
     *,
     output: str,
@@ -137,6 +144,7 @@ def migration(
     timeout_s: float,
     settle_s: float,
     thread_cpu: bool,
+    warm_up_prewarm: bool,
 ) -> None:
     """Swap bins between two executors with every strategy, per state size: the excess
     latency each adds over the steady batch (Megaphone Fig. 1 and its scaling figure).
@@ -167,6 +175,7 @@ def migration(
         timeout_s=timeout_s,
         settle_s=settle_s,
         thread_cpu=thread_cpu,
+        warm_up_prewarm=warm_up_prewarm,
     )
     report = run_migration_bench(config, plot_dir=plots, workdir=workdir)
     if output == "text":
