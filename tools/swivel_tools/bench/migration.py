@@ -51,16 +51,15 @@ from swivel_tools.bench.migration_anatomy import (
 from swivel_tools.bench.migration_plots import plot_excess, plot_timelines
 from swivel_tools.bench.migration_report import keep_size_result, load_average, size_extras
 from swivel_tools.bench.migration_settings import (
+    PREWARMED,
     STEADY_RUN_MARGIN,
     BenchConfig,
     migration_conf,
     storage_description,
+    strategies_to_run,
 )
 from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report
 from swivel_tools.bench.workload import KeyedWorkload
-
-PLAIN = ("all-at-once", "fluid", "batched")
-PREWARMED = "batched-prewarmed"
 
 __all__ = ["BenchConfig", "run_migration_bench"]
 
@@ -268,7 +267,11 @@ class SizeRun:
     ) -> dict[str, Any]:
         cfg, query = self.config, self.workload.query
         prewarm = strategy == PREWARMED
-        recorder = ThreadCpuRecorder(self.cluster_pids) if cfg.thread_cpu else None
+        recorder = (
+            ThreadCpuRecorder(self.cluster_pids, cfg.thread_cpu_interval_s)
+            if cfg.thread_cpu
+            else None
+        )
         with recorder or contextlib.nullcontext():  # stopped however the migration ends
             steady_batches, began, migration, first, last = self._migrate(strategy, target)
         steady = [d for _, d, _ in steady_batches]
@@ -367,7 +370,7 @@ def run_migration_bench(
         spark = cluster.session(
             executors=2, bins=config.bins, app_name="swivel-bench-migration", conf=conf
         )
-        strategies, prewarm_reason = _strategies(spark, config)
+        strategies, prewarm_reason = strategies_to_run(spark, config)
         driver_pid = _driver_pid(spark)
         sweep: list[dict[str, Any]] = []
         runs: dict[int, SizeRun] = {}
@@ -419,14 +422,3 @@ def run_migration_bench(
         cluster.stop()
         if workdir is None and finished:  # ours, and the report holds what it measured;
             shutil.rmtree(root, ignore_errors=True)  # after a failure: the sizes measured
-
-
-def _strategies(spark: Any, config: BenchConfig) -> tuple[tuple[str, ...], str | None]:
-    """The strategies to run, and why `batched-prewarmed` is not among them (None: it is)."""
-    if not config.prewarmed:
-        return PLAIN, "switched off (--no-prewarmed)"
-    from swivel.jobs.spark_internals import SparkInternals
-
-    if not SparkInternals(spark).prewarmer().available():
-        return PLAIN, "the prewarm helper jar is not built (make setup needs a JDK)"
-    return (*PLAIN, PREWARMED), None

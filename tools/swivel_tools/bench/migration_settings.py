@@ -1,6 +1,6 @@
 """What one `swivel bench migration` run is configured with: its settings (`BenchConfig`,
-filled by the CLI), the Spark session settings they imply, and the JSON's description of
-the checkpoint storage. Apart from the run (`migration.py`) so that file stays the run."""
+filled by the CLI), the Spark session settings they imply, the strategies it can run, and
+the JSON's description of the checkpoint storage. Apart from the run (`migration.py`) so that file stays the run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from swivel_tools.bench import migration_figures as figures
 
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PLAIN = ("all-at-once", "fluid", "batched")  # the state loaded at the switch, as Spark does
+PREWARMED = "batched-prewarmed"  # the state loaded ahead of the switch (the product's prewarm)
 STEADY_RUN_MARGIN = 8  # the longest window then fits 9 times in the steady run
 
 
@@ -43,6 +45,7 @@ class BenchConfig:
     timeout_s: float = 900.0
     settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
     thread_cpu: bool = False  # each strategy's executor CPU per thread kind and batch
+    thread_cpu_interval_s: float = 0.25  # its sampler's period (~25 ms of CPU per sample)
     warm_up_prewarm: bool = False  # an unmeasured prewarmed migration before the strategies
 
     @property
@@ -107,3 +110,14 @@ def storage_description(config: BenchConfig, log: Path | None) -> dict[str, Any]
             log=str(log),
         )
     return out
+
+
+def strategies_to_run(spark: Any, config: BenchConfig) -> tuple[tuple[str, ...], str | None]:
+    """The strategies to run, and why `batched-prewarmed` is not among them (None: it is)."""
+    if not config.prewarmed:
+        return PLAIN, "switched off (--no-prewarmed)"
+    from swivel.jobs.spark_internals import SparkInternals
+
+    if not SparkInternals(spark).prewarmer().available():
+        return PLAIN, "the prewarm helper jar is not built (make setup needs a JDK)"
+    return (*PLAIN, PREWARMED), None

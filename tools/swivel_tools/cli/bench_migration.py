@@ -109,6 +109,7 @@ def _sizes(value: str) -> tuple[int, ...]:
     "per batch, into each strategy's `thread_cpu`. The sampler runs in the driver's process "
     "(its own CPU is in the JSON).",
 )
+@click.option("--thread-cpu-interval-s", type=float, default=0.25, hidden=True)
 @click.option(
     "--warm-up-prewarm",
     is_flag=True,
@@ -144,6 +145,7 @@ def migration(
     timeout_s: float,
     settle_s: float,
     thread_cpu: bool,
+    thread_cpu_interval_s: float,
     warm_up_prewarm: bool,
 ) -> None:
     """Swap bins between two executors with every strategy, per state size: the excess
@@ -175,6 +177,7 @@ def migration(
         timeout_s=timeout_s,
         settle_s=settle_s,
         thread_cpu=thread_cpu,
+        thread_cpu_interval_s=thread_cpu_interval_s,
         warm_up_prewarm=warm_up_prewarm,
     )
     report = run_migration_bench(config, plot_dir=plots, workdir=workdir)
