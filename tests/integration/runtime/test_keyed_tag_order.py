@@ -43,6 +43,7 @@ pytestmark = pytest.mark.spark
 
 PARITY = "swivel.jobs.testing.probes:parity"
 DELAY_MS = 4.0  # per input row of a head: a task of batch b lasts ~0.5 s
+KEPT_BY = {"even": 0, "odd": 1}  # the payment parity each head keeps
 
 
 def two_heads_job(hold: Path) -> StreamJobSpec:
@@ -91,16 +92,23 @@ def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
     )
     try:
         runtime.wait_for_batches(1, timeout=300)  # every key has state under version 1
-        # Publish once a head's task of a later batch has run its first slice: the task
-        # then waits at its second slice until `published` exists (`probes.parity`'s
-        # `hold`), so the head switches inside it however busy the machine is.
+        # Publish once a head's task of a later batch has run its first slice on rows it
+        # keeps: the task then waits at its second slice until `published` exists
+        # (`probes.parity`'s `hold`), so the head switches inside it however busy the
+        # machine is, and its old rows reach `count`. Each source partition holds one parity
+        # (rate-micro-batch gives partition p the values start + p + 2k), so half of the
+        # head tasks drop every row; publishing on one of those first let the keeping task
+        # start after the publication, and the switching batch had no old rows (a CI run
+        # of 2026-11-27 under contention; found by review helper-35).
         wait_for(
             lambda: any(
-                e["operator"] in ("even", "odd") and (e["batch"] or 0) >= 1
+                e["operator"] in KEPT_BY
+                and (e["batch"] or 0) >= 1
+                and int(e["record"][1:]) % 2 == KEPT_BY[e["operator"]]
                 for e in process_events(schedule)
             ),
             300,
-            "a head running a task of batch 1",
+            "a head running a task of batch 1 on rows it keeps",
             every=0.01,
         )
         after = with_transition(
@@ -136,13 +144,12 @@ def taken_paths(schedule: Path, rows: dict[str, dict]) -> Path:
     """
     judged = schedule.parent / "judged"
     judged.mkdir(exist_ok=True)
-    kept_by = {"even": 0, "odd": 1}
     lines = []
     for path in sorted(schedule.glob("*.jsonl")):
         for line in complete_lines(path).splitlines():
             event = json.loads(line)
             keep = (
-                kept_by.get(event.get("operator", "")) if event.get("event") == "process" else None
+                KEPT_BY.get(event.get("operator", "")) if event.get("event") == "process" else None
             )
             if keep is not None and rows[event["record"]]["payment"] % 2 != keep:
                 continue
