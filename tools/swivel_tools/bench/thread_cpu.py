@@ -13,7 +13,9 @@ the driver whose boundaries are measured) reads every `interval_s`:
 - `child_processes`: the processes under the JVM, live or reaped: PySpark's Python
   workers, and e.g. the `chmod` Hadoop runs where its native library is missing;
 - the driver: its Python process (`driver`: `python`, as a whole) and its JVM
-  (`driver_jvm`: by thread kind, as an executor's).
+  (`driver_jvm`: by thread kind, as an executor's);
+- the local cluster's master and worker JVMs (`cluster_daemons`, by thread kind: e.g. the
+  worker's "File appending" threads that copy the executors' logs into files).
 
 Each kind is a running total; a batch's share is the difference at its end and its start,
 interpolated between the two samples around each (stamped at the middle of their reads).
@@ -52,7 +54,7 @@ _KINDS = (
 if TYPE_CHECKING:  # not imported at run time: the sampler process imports this module
     from swivel_tools.bench.migration_figures import BatchTime
 
-# owner (an executor's id, "driver" or "driver_jvm") -> kind -> CPU seconds
+# owner (an executor's id, "driver", "driver_jvm", "cluster_daemons") -> kind -> CPU s
 Totals = dict[str, dict[str, float]]
 
 
@@ -104,7 +106,10 @@ class Sampler:
         self._add("driver", "python", ("driver", self.driver_pid, 0), _own(table, self.driver_pid))
         for pid, stat in table.items():  # the driver's JVM (py4j's child), thread by thread
             if stat.parent == self.driver_pid and stat.command == "java":
-                self._sample_jvm("driver_jvm", pid, table)
+                # the local cluster's master and worker are java children of the driver's
+                # Python process too; the worker's children are the executors
+                daemon = pid in self.worker_pids
+                self._sample_jvm("cluster_daemons" if daemon else "driver_jvm", pid, table)
         self._first = False
 
     def _executor(self, pid: int) -> str | None:
@@ -137,6 +142,8 @@ class Sampler:
         kinds["unattributed"] = kinds.get("unattributed", 0.0) + (jvm.own - before - attributed)
         # one running figure for everything under the JVM, live or reaped: a child that
         # ends moves from the live sum into its parent's `children`, and is counted once
+        if owner == "cluster_daemons":  # its children are the executors, counted above
+            return
         under = jvm.children + sum(table[child].cpu for child in descendants(table, pid))
         self._add(owner, "child_processes", ("children", pid, 0), under)
 
