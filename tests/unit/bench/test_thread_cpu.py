@@ -18,6 +18,7 @@ from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report, 
     ("name", "kind"),
     [
         ("Executor task l", "task"),
+        ("Executor task i", "task"),  # a task thread between tasks, renamed "idle worker"
         ("swivel-prewarm-", "prewarm_loader"),
         ("rocksdb:low", "rocksdb_background"),
         ("state-store-mai", "state_maintenance"),

@@ -41,7 +41,10 @@ from swivel_tools.bench.process_cpu import ProcStat, descendants, processes, rea
 
 # (prefix of the 15-character thread name, kind), first match wins
 _KINDS = (
-    ("Executor task l", "task"),
+    # a task thread is "Executor task launch worker for task N" while it runs one and
+    # "Executor task idle worker-N" between tasks: its CPU goes to the kind of its name at
+    # the sample, so both names are `task` (until 2026-11-27 08:20 only the first was)
+    ("Executor task ", "task"),
     ("swivel-prewarm-", "prewarm_loader"),
     ("rocksdb:", "rocksdb_background"),
     ("state-store-mai", "state_maintenance"),
