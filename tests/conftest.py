@@ -120,12 +120,13 @@ def _agent_environment_restored() -> Iterator[None]:
 # its batch), so they are one unit again. The units are made by the scheduler below, from
 # the node id: xdist 3.8's own `xdist_group` marks do nothing under pytest 9.2 (the worker
 # renames `item._nodeid`, which pytest 9 no longer reads for `nodeid`). Every test that
-# starts Spark lives in these folders (the fixture `spark` is used nowhere else).
+# starts Spark lives in these folders or files (the fixture `spark` is used nowhere else).
 SPARK_UNITS = {
     "tests/integration/cluster/": "spark",
     "tests/integration/runtime/": "spark",
     "tests/integration/embedded/": "spark",
     "tests/integration/sandbox_flow/": "spark",
+    "tests/unit/cli/test_bad_input.py": "spark",  # one test runs `swivel run` in-process
 }
 
 

@@ -151,9 +151,16 @@ class SizeRun:
             # not measured: every JVM runs the prewarm's code paths once before the first
             # strategy, so no window holds their first use (class loading, JIT)
             cfg = self.config
-            self.settle(
-                self.mover.migrate(target, "batched", batch_size=cfg.batch_size, prewarm=True)
+            warm_up = self.mover.migrate(
+                target,
+                "batched",
+                batch_size=cfg.batch_size,
+                gap_batches=cfg.gap_batches,
+                prewarm=True,
             )
+            self.settle(warm_up)
+            if warm_up.prewarm_fallback:
+                raise RuntimeError(f"warm-up: moved the plain way: {warm_up.prewarm_fallback}")
             self.settle(self.mover.migrate(original, "all-at-once"))
         results: dict[str, Any] = {}
         for strategy in strategies:

@@ -44,8 +44,8 @@ class BenchConfig:
     chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
     timeout_s: float = 900.0
     settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
-    thread_cpu: bool = False  # each strategy's executor CPU per thread kind and batch
-    thread_cpu_interval_s: float = 0.25  # its sampler's period (~25 ms of CPU per sample)
+    thread_cpu: bool = False  # each strategy's JVMs' CPU per thread kind and batch
+    thread_cpu_interval_s: float = 0.25  # its sampler's period (25-45 ms of CPU per sample)
     warm_up_prewarm: bool = False  # an unmeasured prewarmed migration before the strategies
 
     @property

@@ -43,7 +43,7 @@ from swivel_tools.bench.process_cpu import ProcStat, descendants, processes, rea
 _KINDS = (
     # a task thread is "Executor task launch worker for task N" while it runs one and
     # "Executor task idle worker-N" between tasks: its CPU goes to the kind of its name at
-    # the sample, so both names are `task` (until 2026-11-27 08:20 only the first was)
+    # the sample, so both names are `task` (before c0d0b60 only the first was)
     ("Executor task ", "task"),
     ("swivel-prewarm-", "prewarm_loader"),
     ("rocksdb:", "rocksdb_background"),
@@ -62,7 +62,8 @@ Totals = dict[str, dict[str, float]]
 
 
 def thread_kind(name: str) -> str:
-    """The kind of an executor JVM thread from its (15-character) name."""
+    """The kind of a JVM thread (an executor's, the driver's, a daemon's) from its
+    (15-character) name."""
     return next((kind for prefix, kind in _KINDS if name.startswith(prefix)), "other_jvm")
 
 

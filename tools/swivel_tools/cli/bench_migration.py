@@ -105,11 +105,11 @@ def _sizes(value: str) -> tuple[int, ...]:
     "--thread-cpu/--no-thread-cpu",
     default=False,
     show_default=True,
-    help="Sample the executors' CPU per thread kind (task, prewarm loader, RocksDB, GC, ...) "
-    "per batch, into each strategy's `thread_cpu`. The sampler runs in the driver's process "
-    "(its own CPU is in the JSON).",
+    help="Sample the JVMs' CPU per thread kind (task, prewarm loader, RocksDB, GC, ...) "
+    "per batch, into each strategy's `thread_cpu`. The sampler is a process of its own on "
+    "the same cores (~10-16 % of one; its CPU is in the JSON): no figure of record.",
 )
-@click.option("--thread-cpu-interval-s", type=float, default=0.25, hidden=True)
+@click.option("--thread-cpu-interval-s", type=click.FloatRange(min=0.05), default=0.25, hidden=True)
 @click.option(
     "--warm-up-prewarm",
     is_flag=True,
