@@ -33,7 +33,7 @@ def test_a_thread_name_has_a_kind(name: str, kind: str) -> None:
 
 
 def _recorded(samples: list[tuple[float, dict[str, dict[str, float]]]]) -> ThreadCpuRecorder:
-    recorder = ThreadCpuRecorder(worker_pids=())
+    recorder = ThreadCpuRecorder(daemon_pids=())
     recorder.samples = samples
     return recorder
 

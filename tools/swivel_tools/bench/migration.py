@@ -150,14 +150,7 @@ class SizeRun:
         if self.config.warm_up_prewarm and PREWARMED in strategies:
             # not measured: every JVM runs the prewarm's code paths once before the first
             # strategy, so no window holds their first use (class loading, JIT)
-            cfg = self.config
-            warm_up = self.mover.migrate(
-                target,
-                "batched",
-                batch_size=cfg.batch_size,
-                gap_batches=cfg.gap_batches,
-                prewarm=True,
-            )
+            warm_up = self._start_migration(PREWARMED, target)
             self.settle(warm_up)
             if warm_up.prewarm_fallback:
                 raise RuntimeError(f"warm-up: moved the plain way: {warm_up.prewarm_fallback}")
@@ -233,6 +226,19 @@ class SizeRun:
             },
         }
 
+    def _start_migration(self, strategy: str, target: dict[int, str]) -> Migration:
+        """Start `strategy`'s migration to `target`. batched-prewarmed is the product's
+        prewarm (`spec.migration.prewarm`): the batched plan, each step's bins loaded on
+        their targets before the step switches."""
+        prewarm = strategy == PREWARMED
+        return self.mover.migrate(
+            target,
+            "batched" if prewarm else strategy,
+            batch_size=self.config.batch_size,
+            gap_batches=self.config.gap_batches,
+            prewarm=prewarm,
+        )
+
     def _migrate(
         self, strategy: str, target: dict[int, str]
     ) -> tuple[list[figures.BatchTime], float, Migration, int, int]:
@@ -245,20 +251,11 @@ class SizeRun:
         steady_batches = _durations(query, start, start + cfg.steady_batches - 1)
         self.steady.append(steady_batches)
         began = time.time()
-        # batched-prewarmed is the product's prewarm (`spec.migration.prewarm`): the batched
-        # plan, each step's bins loaded on their targets before the step switches
-        prewarm = strategy == PREWARMED
-        migration = self.mover.migrate(
-            target,
-            "batched" if prewarm else strategy,
-            batch_size=cfg.batch_size,
-            gap_batches=cfg.gap_batches,
-            prewarm=prewarm,
-        )
+        migration = self._start_migration(strategy, target)
         self.mover.wait(migration, timeout=cfg.timeout_s)
         if migration.landed_elsewhere:
             raise RuntimeError(f"{strategy}: moves did not land: {migration.to_dict()}")
-        if prewarm and migration.prewarm_fallback:
+        if strategy == PREWARMED and migration.prewarm_fallback:
             raise RuntimeError(f"{strategy}: moved the plain way: {migration.prewarm_fallback}")
         # the window opens with the batch whose boundary began the migration: the begin (and,
         # for the plain strategies, the first step's re-pointing) runs inside that batch's

@@ -80,8 +80,10 @@ def _executor_id(pid: int) -> str | None:
 class Sampler:
     """Running totals per owner and kind; `sample()` brings them up to now."""
 
-    def __init__(self, worker_pids: tuple[int, ...], driver_pid: int) -> None:
-        self.worker_pids, self.driver_pid = worker_pids, driver_pid
+    def __init__(self, daemon_pids: tuple[int, ...], driver_pid: int) -> None:
+        """`daemon_pids`: the local cluster's master and worker (`LocalCluster.pids()`); the
+        executors are the worker's children, and both are java children of `driver_pid`."""
+        self.daemon_pids, self.driver_pid = daemon_pids, driver_pid
         self.totals: Totals = {}
         self.by_name: dict[tuple[str, str], float] = {}  # (executor, name) -> CPU s
         self._last: dict[tuple[str, int, int], float] = {}  # running figure per source
@@ -103,7 +105,7 @@ class Sampler:
 
     def sample(self) -> None:
         table = processes()
-        for root in self.worker_pids:
+        for root in self.daemon_pids:
             for pid in descendants(table, root):
                 if table[pid].command == "java" and (executor := self._executor(pid)):
                     self._sample_jvm(executor, pid, table)
@@ -112,7 +114,7 @@ class Sampler:
             if stat.parent == self.driver_pid and stat.command == "java":
                 # the local cluster's master and worker are java children of the driver's
                 # Python process too; the worker's children are the executors
-                daemon = pid in self.worker_pids
+                daemon = pid in self.daemon_pids
                 self._sample_jvm("cluster_daemons" if daemon else "driver_jvm", pid, table)
         self._first = False
 
@@ -144,10 +146,10 @@ class Sampler:
         self._last[("jvm", pid, 0)] = jvm.own
         kinds = self.totals.setdefault(owner, {})
         kinds["unattributed"] = kinds.get("unattributed", 0.0) + (jvm.own - before - attributed)
-        # one running figure for everything under the JVM, live or reaped: a child that
-        # ends moves from the live sum into its parent's `children`, and is counted once
         if owner == "cluster_daemons":  # its children are the executors, counted above
             return
+        # one running figure for everything under the JVM, live or reaped: a child that
+        # ends moves from the live sum into its parent's `children`, and is counted once
         under = jvm.children + sum(table[child].cpu for child in descendants(table, pid))
         self._add(owner, "child_processes", ("children", pid, 0), under)
 
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=0.25)
     parser.add_argument("--driver-pid", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("worker_pids", type=int, nargs="*")
+    parser.add_argument("daemon_pids", type=int, nargs="*")
     args = parser.parse_args(argv)
     stop = threading.Event()
 
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         stop.set()
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
-    sampler = Sampler(tuple(args.worker_pids), args.driver_pid)
+    sampler = Sampler(tuple(args.daemon_pids), args.driver_pid)
     with args.out.open("w", encoding="utf-8") as out:
 
         def write_sample() -> None:
@@ -199,8 +201,8 @@ class ThreadCpuRecorder:
     """Runs the sampler process between `start()` and `stop()` (or as a context manager);
     `per_batch()` then attributes its totals to batches by their start and end times."""
 
-    def __init__(self, worker_pids: Iterable[int], interval_s: float = 0.25) -> None:
-        self.worker_pids, self.interval_s = tuple(worker_pids), interval_s
+    def __init__(self, daemon_pids: Iterable[int], interval_s: float = 0.25) -> None:
+        self.daemon_pids, self.interval_s = tuple(daemon_pids), interval_s
         self.samples: list[tuple[float, Totals]] = []
         self.sampler_cpu_s = 0.0
         self.busiest: list[tuple[str, str, float]] = []
@@ -223,7 +225,7 @@ class ThreadCpuRecorder:
         self._out = Path(name)
         command = [
             sys.executable, "-m", "swivel_tools.bench.thread_cpu", "--interval", str(self.interval_s),
-            "--driver-pid", str(os.getpid()), "--out", str(self._out), *map(str, self.worker_pids),
+            "--driver-pid", str(os.getpid()), "--out", str(self._out), *map(str, self.daemon_pids),
         ]  # fmt: skip
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE)
         deadline = time.monotonic() + timeout_s
@@ -262,14 +264,11 @@ class ThreadCpuRecorder:
             at_start, at_end = self._at(start), self._at(end)
             if at_start is None or at_end is None:
                 continue
-            cpu = {
-                owner: {
-                    kind: round((value - at_start.get(owner, {}).get(kind, 0.0)) * 1e3, 1)
-                    for kind, value in kinds.items()
-                    if round((value - at_start.get(owner, {}).get(kind, 0.0)) * 1e3, 1) != 0
-                }
-                for owner, kinds in at_end.items()
-            }
+            cpu: dict[str, dict[str, float]] = {}
+            for owner, kinds in at_end.items():
+                began = at_start.get(owner, {})
+                spent = {k: round((v - began.get(k, 0.0)) * 1e3, 1) for k, v in kinds.items()}
+                cpu[owner] = {kind: ms for kind, ms in spent.items() if ms != 0}
             out.append({"batch": batch, "wall_ms": round((end - start) * 1e3), "cpu_ms": cpu})
         return out
 
