@@ -27,7 +27,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.SnapshotPhases"
-HELPER_API = 3
+HELPER_API = 4
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -103,12 +103,12 @@ class SnapshotPhases:
 
     def upload_watch(self, query: Any, stores: list[tuple[int, str]]) -> UploadWatch:
         """A reader of which bins' snapshots maintenance has uploaded, for one wait: its
-        Hadoop conf and file system are made once, not on every check."""
-        jvm = self.internals._jvm
+        helper, Hadoop conf and file system are resolved once, not on every check."""
+        helper = helper_class(self.internals, HELPER_CLASS, HELPER_API)
         conf = self.internals.query_session(query).sessionState().newHadoopConf()
         root = self.internals.state_root(query)
-        fs = jvm.org.apache.hadoop.fs.Path(root).getFileSystem(conf)
-        return UploadWatch(jvm=jvm, fs=fs, root=root, stores=list(stores))
+        fs = self.internals._jvm.org.apache.hadoop.fs.Path(root).getFileSystem(conf)
+        return UploadWatch(helper=helper, fs=fs, root=root, stores=list(stores))
 
     def _executors(self) -> list[str]:
         """`id\thost` of every active executor."""
@@ -146,29 +146,31 @@ class SnapshotPhases:
 class UploadWatch:
     """Reads the checkpoint's store folders on the driver (no Spark job)."""
 
-    jvm: Any
+    helper: Any  # the SnapshotPhases JVM class: it lists the folders in one call
     fs: Any  # the checkpoint's Hadoop FileSystem
     root: str
     stores: list[tuple[int, str]]
 
     def uploaded_after(self, bins: list[int], version: int) -> set[int]:
         """The bins of `bins` whose every store has a snapshot newer than `version` in the
-        checkpoint (`<op>/<bin>[/<store>]/<v>.zip`, uploaded by maintenance). One listing
-        per store folder: the version the giver snapshotted at is not known in advance."""
-        done: set[int] = set()
-        for bin_id in bins:
-            for operator, store in self.stores:
-                path = self.jvm.org.apache.hadoop.fs.Path(
-                    store_folder(self.root, operator, bin_id, store)
-                )
-                if not self.fs.exists(path):
-                    break
-                names = [str(status.getPath().getName()) for status in self.fs.listStatus(path)]
-                if newest_snapshot(names) <= version:
-                    break
-            else:
-                done.add(bin_id)
-        return done
+        checkpoint (`<op>/<bin>[/<store>]/<v>.zip`, uploaded by maintenance). The folders'
+        listing, not a look-up of one file: the version the giver snapshotted at is not
+        known in advance. All folders in one py4j call and one string (`fileNames`): a file
+        at a time, a folder of 120 changelogs cost ~75 ms of the driver's CPU, every 0.2 s."""
+        folders = [
+            (bin_id, store_folder(self.root, operator, bin_id, store))
+            for bin_id in bins
+            for operator, store in self.stores
+        ]
+        if not folders:
+            return set()
+        listed = str(self.helper.fileNames(self.fs, [f for _, f in folders])).split("\n")
+        behind = {
+            bin_id
+            for (bin_id, _), names in zip(folders, listed, strict=True)
+            if newest_snapshot(names.split("/") if names else []) <= version
+        }
+        return {bin_id for bin_id in bins if bin_id not in behind}
 
 
 def store_folder(root: str, operator: int, partition: int, store: str) -> str:

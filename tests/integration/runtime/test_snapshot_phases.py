@@ -110,3 +110,39 @@ def test_a_giver_snapshots_the_bins_it_is_asked_to_at_its_next_commit(
     assert (report.stores, report.offset, report.missed) == (1, 1, []), report
     assert [flushed[v] for v in range(1, 7)] == [0] * 6, flushed
     assert flushed[7] > 0, flushed
+
+
+def test_the_upload_watch_reads_every_store_folder_of_the_bins(spark: Any, tmp_path: Path) -> None:
+    """A prewarmed step's wait for its givers' snapshots: a bin counts once every one of its
+    stores has a snapshot newer than the version asked (`<v>.zip`; not a changelog, a v2
+    `<v>_<id>.zip` or a temporary file), and a folder not created yet holds none. The helper
+    lists all the folders in one call (`SnapshotPhases.fileNames`)."""
+    from swivel.jobs.spark_helper_jar import helper_class
+    from swivel.jobs.spark_internals import SparkInternals
+    from swivel.jobs.spark_snapshot_phases import HELPER_API, HELPER_CLASS, UploadWatch
+
+    root = tmp_path / "state"
+    folders = {
+        (0, "default"): [*(f"{v}.changelog" for v in range(1, 121)), "50.zip", "100.zip"],
+        (0, "left"): ["100.zip", "101.changelog"],
+        (1, "default"): ["10.zip", "12_0f3a.zip", ".11.zip.1b2c.tmp", "13.changelog"],
+        (1, "left"): ["10.zip"],
+        (2, "default"): ["90.zip"],  # bin 2 has no "left" folder yet
+    }
+    for (bin_id, store), names in folders.items():
+        folder = root / "0" / str(bin_id) / ("" if store == "default" else store)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (folder / name).touch()
+    internals = SparkInternals(spark)
+    conf = spark._jsc.hadoopConfiguration()
+    watch = UploadWatch(
+        helper=helper_class(internals, HELPER_CLASS, HELPER_API),
+        fs=spark._jvm.org.apache.hadoop.fs.Path(str(root)).getFileSystem(conf),
+        root=str(root),
+        stores=[(0, "default"), (0, "left")],
+    )
+    assert watch.uploaded_after([0, 1, 2, 3], 60) == {0}
+    assert watch.uploaded_after([0, 1, 2, 3], 9) == {0, 1}
+    assert watch.uploaded_after([0, 1], 100) == set()
+    assert watch.uploaded_after([], 0) == set()
