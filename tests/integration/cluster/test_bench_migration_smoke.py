@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,10 @@ def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
     assert {"steady_batch_ms", "strategies", "state_rows", "storage", "sweep"} <= set(report)
     assert report["steady_batch_ms"]["p50"] > 0
     strategies = report["strategies"]
+    # the size's steady p50 pools every strategy's steady batches (one each here)
+    assert report["steady_batch_ms"]["p50"] == statistics.median(
+        r["steady_p50_ms"] for r in strategies.values()
+    )
     assert set(strategies) == {"all-at-once", "fluid", "batched", "batched-prewarmed"}
     for name, result in strategies.items():
         assert set(result) >= FIGURES, name
@@ -67,12 +72,18 @@ def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
         assert result["excess_ms"] == pytest.approx(
             result["max_batch_ms"] - result["steady_p50_ms"], abs=0.1
         )
+        assert result["excess_over_steady"] == pytest.approx(
+            result["excess_ms"] / result["steady_p50_ms"], abs=0.002
+        )
     assert strategies["all-at-once"]["steps"] == 1
     assert strategies["batched"]["steps"] < strategies["fluid"]["steps"]
     prewarmed = strategies["batched-prewarmed"]
     # e5693e2: the product's prewarm (a fallback to plain moves fails the run); every moved
     # bin switched onto a copy loaded on its target
     assert prewarmed["bins_prewarmed"] == 4, prewarmed
+    assert report["prewarm_goal"]["per_size"] == [
+        {"keys": 2000, "excess_over_steady": prewarmed["excess_over_steady"]}
+    ]
     assert report["state_rows"]["before"] == report["state_rows"]["after"] == 2000
     assert report["counts_match_reference"]
     assert [row["keys"] for row in report["sweep"]] == [2000]

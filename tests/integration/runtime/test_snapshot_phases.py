@@ -126,7 +126,7 @@ def test_the_upload_watch_reads_every_store_folder_of_the_bins(spark: Any, tmp_p
         (0, "default"): [*(f"{v}.changelog" for v in range(1, 121)), "50.zip", "100.zip"],
         (0, "left"): ["100.zip", "101.changelog"],
         (1, "default"): ["10.zip", "12_0f3a.zip", ".11.zip.1b2c.tmp", "13.changelog"],
-        (1, "left"): ["10.zip"],
+        (1, "left"): ["20.zip"],
         (2, "default"): ["90.zip"],  # bin 2 has no "left" folder yet
     }
     for (bin_id, store), names in folders.items():
@@ -145,4 +145,6 @@ def test_the_upload_watch_reads_every_store_folder_of_the_bins(spark: Any, tmp_p
     assert watch.uploaded_after([0, 1, 2, 3], 60) == {0}
     assert watch.uploaded_after([0, 1, 2, 3], 9) == {0, 1}
     assert watch.uploaded_after([0, 1], 100) == set()
+    # bin 1's own folder: the v2 id and the temporary file are no snapshots newer than 10
+    assert watch.uploaded_after([1], 10) == set()
     assert watch.uploaded_after([], 0) == set()

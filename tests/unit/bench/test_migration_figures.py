@@ -125,6 +125,8 @@ def test_the_sweep_rows_and_the_goal() -> None:
     full = {
         "max_batch_ms": 3_000.0,
         "excess_ms": 2_000.0,
+        "steady_p50_ms": 1_000.0,
+        "excess_over_steady": 2.0,
         "duration_s": 3.0,
         "moved_bins": 16,
         "moved_bytes": 10,
@@ -136,10 +138,25 @@ def test_the_sweep_rows_and_the_goal() -> None:
     )
     assert "steps" not in row["strategies"]["all-at-once"]
     assert row["strategies"]["batched-prewarmed"] is None
-    goal = figures.bounded_ratio([{**row, "steady_p50_ms": 1_000.0}])
+    goal = figures.bounded_ratio([row])
     assert goal["per_size"] == [
         {"keys": 320_000, "qualifies": True, "batched_over_all_at_once": 0.15}
     ]
+    # all-at-once's excess against its own steady batches: under one, the size does not count
+    slow = {**full, "steady_p50_ms": 2_500.0}
+    row_slow = figures.sweep_row(320_000, {"all-at-once": slow, "batched": part})
+    assert figures.bounded_ratio([row_slow])["per_size"][0]["qualifies"] is False
+    assert figures.prewarm_ratio([row]) == {"goal": 0.5, "per_size": []}
+    prewarmed = {**part, "excess_ms": 600.0, "steady_p50_ms": 1_200.0, "excess_over_steady": 0.5}
+    row_pre = figures.sweep_row(80_000, {"all-at-once": full, "batched-prewarmed": prewarmed})
+    assert figures.prewarm_ratio([row_pre])["per_size"] == [
+        {"keys": 80_000, "excess_over_steady": 0.5}
+    ]
+
+
+def test_the_excess_in_steady_batches_is_over_its_own_baseline() -> None:
+    spike = figures.excess([(5, 1_800.0, 0.0), (6, 2_400.0, 0.0)], [1_500.0, 1_600.0, 1_700.0])
+    assert (spike.excess_ms, spike.excess_over_steady) == (800.0, 0.5)
 
 
 def batches(first: int, durations: list[float]) -> list[figures.BatchTime]:

@@ -6,7 +6,11 @@ utime + stime (+ the reaped children's) over:
 
 - `executor_jvm`: the executor JVMs (descendants of the standalone workers that are `java`),
 - `python_workers`: the PySpark daemons and their forked workers under them,
-- `driver_jvm`: this process's `java` children (the driver JVM py4j started),
+- `driver_jvm`: this process's `java` children (the driver JVM py4j started), but for the
+  local cluster's daemons,
+- `cluster_daemons`: the local cluster's master and worker JVMs themselves (their own CPU;
+  they are this process's children too. Until 2026-11-27 they were counted in
+  `driver_jvm`: the groups' total is unchanged),
 - `driver_python`: this process (every thread: listeners, the control and load threads),
 - `agent`: the agent subprocess, when `agent_pid()` names one.
 
@@ -21,7 +25,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-GROUPS = ("executor_jvm", "python_workers", "driver_jvm", "driver_python", "agent")
+GROUPS = (
+    "executor_jvm",
+    "python_workers",
+    "driver_jvm",
+    "cluster_daemons",
+    "driver_python",
+    "agent",
+)
 
 
 class ProcStat(NamedTuple):
@@ -80,29 +91,49 @@ def descendants(table: dict[int, ProcStat], root: int) -> list[int]:
 
 @dataclass
 class ProcessCpu:
-    worker_pids: Iterable[int]  # the standalone Worker JVMs (LocalCluster)
+    daemon_pids: Iterable[int]  # the local cluster's master and worker JVMs (LocalCluster.pids())
     agent_pid: Callable[[], int | None] = field(default=lambda: None)
 
     def sample(self) -> dict[str, float]:
         """CPU seconds per group so far; {} where /proc is missing."""
         if not os.path.isdir("/proc"):
             return {}
-        table = processes()
-        groups = dict.fromkeys(GROUPS, 0.0)
-        for root in self.worker_pids:
-            for pid in descendants(table, root):
-                stat = table[pid]
-                group = "executor_jvm" if stat.command == "java" else "python_workers"
-                groups[group] += stat.cpu
-        me, agent = os.getpid(), self.agent_pid()
-        for pid, stat in table.items():
-            if stat.parent == me and stat.command == "java":
-                groups["driver_jvm"] += stat.cpu
-            elif agent is not None and pid == agent:
-                groups["agent"] += stat.cpu
         times = os.times()
-        groups["driver_python"] = times.user + times.system
-        return groups
+        return groups(
+            processes(),
+            me=os.getpid(),
+            daemons=set(self.daemon_pids),
+            agent=self.agent_pid(),
+            driver_python=times.user + times.system,
+        )
+
+
+def groups(
+    table: dict[int, ProcStat],
+    *,
+    me: int,
+    daemons: set[int],
+    agent: int | None,
+    driver_python: float,
+) -> dict[str, float]:
+    """CPU seconds per group of one process table (`me`: the bench's own process)."""
+    spent = dict.fromkeys(GROUPS, 0.0)
+    for root in daemons:
+        if root in table:
+            spent["cluster_daemons"] += table[root].own
+            # what it reaped: the executors that exited (a worker's children), and launchers
+            spent["executor_jvm"] += table[root].children
+        for pid in descendants(table, root):
+            stat = table[pid]
+            group = "executor_jvm" if stat.command == "java" else "python_workers"
+            spent[group] += stat.cpu
+    for pid, stat in table.items():
+        if stat.parent == me and stat.command == "java" and pid not in daemons:
+            spent["driver_jvm"] += stat.cpu
+        elif agent is not None and pid == agent:
+            spent["agent"] += stat.cpu
+    spent["driver_python"] = driver_python
+    return spent
 
 
 def per_batch_ms(

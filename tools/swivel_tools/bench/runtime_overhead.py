@@ -289,7 +289,7 @@ def run_overhead_bench(
         )
         plain = _Plain(spark, job, str(root / "plain-checkpoint"))
         swivel = _Swivel(spark, job, root / "swivel", coordination_interval_s)
-        cpu = ProcessCpu(cluster.pids(), swivel.agent_pid)  # the master has no children
+        cpu = ProcessCpu(cluster.pids(), swivel.agent_pid)
         for _ in range(warmup_rounds):  # not recorded: the JVMs' JIT settles over the first
             # minutes (executor CPU per batch fell ~2.5x), which ABBA does not cancel
             for side in (plain, swivel):
