@@ -110,23 +110,26 @@ def _agent_environment_restored() -> Iterator[None]:
 
 # -- two workers (pytest-xdist: `make test` runs `pytest -n 2 --dist loadgroup`) ------------
 #
-# The tests that run Spark are one work unit, run by one worker in file order (the session
-# fixture `spark` starts once; each cluster file starts its standalone cluster once, so two
-# clusters never run at once). The other worker takes everything else (unit, agent, operator,
-# chart and sandbox tests: no Spark), one test at a time. From 2026-11-27 01:00 to 07:00 the
-# Spark tests were two units run side by side (standalone cluster | local Spark): pytest took
-# ~19-21 min instead of ~26, but two of five clean-clone runs failed by timing under that
-# contention (the Spark UI's REST answered after 10 s; a held task's switch landed outside
-# its batch), so they are one unit again. The units are made by the scheduler below, from
-# the node id: xdist 3.8's own `xdist_group` marks do nothing under pytest 9.2 (the worker
-# renames `item._nodeid`, which pytest 9 no longer reads for `nodeid`). Every test that
-# starts Spark lives in these folders or files (the fixture `spark` is used nowhere else).
+# The tests that run Spark are in two work units, each run by one worker in file order: the
+# standalone-cluster tests (each file starts its cluster once) and the local-Spark tests (the
+# session fixture `spark` starts once per worker). The two units run side by side, one per
+# worker, and everything else (unit, agent, operator, chart and sandbox tests: no Spark) is
+# handed out one test at a time. History: two units from 2026-11-27 01:00 (pytest ~19-21 min
+# against ~26-28 with one); one unit again from 07:00, after two of five clean-clone runs
+# failed by timing under the contention (the Spark UI's REST answered after 10 s:
+# `wait_for_executors` now takes a failed poll for "not yet" until its deadline;
+# test_keyed_tag_order published its update before a head had kept rows: it now waits for
+# one); two units again from 10:30, those causes fixed. The units are made by the scheduler
+# below, from the node id: xdist 3.8's own `xdist_group` marks do nothing under pytest 9.2
+# (the worker renames `item._nodeid`, which pytest 9 no longer reads for `nodeid`). Every
+# test that starts Spark lives in these folders or files (the fixture `spark` is used nowhere
+# else).
 SPARK_UNITS = {
-    "tests/integration/cluster/": "spark",
-    "tests/integration/runtime/": "spark",
-    "tests/integration/embedded/": "spark",
-    "tests/integration/sandbox_flow/": "spark",
-    "tests/unit/cli/test_bad_input.py": "spark",  # one test runs `swivel run` in-process
+    "tests/integration/cluster/": "spark-cluster",
+    "tests/integration/runtime/": "spark-local",
+    "tests/integration/embedded/": "spark-local",
+    "tests/integration/sandbox_flow/": "spark-local",
+    "tests/unit/cli/test_bad_input.py": "spark-local",  # one test runs `swivel run` in-process
 }
 
 
