@@ -45,7 +45,7 @@ def _bench(tmp_path: Path) -> dict[str, Any]:
         "--steady-run-batches", "2",
         "--swap", "2", "--batch-size", "2", "--executor-memory-gb", "1",
         "--plots", str(tmp_path / "plots"), "--workdir", str(tmp_path / "work"),
-        "--timeout-s", "240", "--settle-s", "3", "--thread-cpu",
+        "--timeout-s", "240", "--settle-s", "3", "--thread-cpu", "--py4j-calls",
     ]  # fmt: skip
     returncode, out = run_bounded(command, log, LIMIT_S, tmp_path / "work")
     assert returncode == 0, tail(log)
@@ -81,6 +81,10 @@ def test_smoke_run_keeps_the_contract(tmp_path: Path) -> None:
     # e5693e2: the product's prewarm (a fallback to plain moves fails the run); every moved
     # bin switched onto a copy loaded on its target
     assert prewarmed["bins_prewarmed"] == 4, prewarmed
+    # --py4j-calls: the prewarm's own thread called into the driver's JVM, and was counted
+    calls = prewarmed["py4j_calls"]
+    assert calls["per_thread"]["swivel-prewarm"]["calls"] > 0, calls
+    assert calls["calls"] >= sum(entry["calls"] for entry in calls["busiest"]) > 0, calls
     assert report["prewarm_goal"]["per_size"] == [
         {"keys": 2000, "excess_over_steady": prewarmed["excess_over_steady"]}
     ]

@@ -58,6 +58,7 @@ from swivel_tools.bench.migration_settings import (
     storage_description,
     strategies_to_run,
 )
+from swivel_tools.bench.py4j_calls import Py4jCalls
 from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report
 from swivel_tools.bench.workload import KeyedWorkload
 
@@ -279,7 +280,9 @@ class SizeRun:
             if cfg.thread_cpu
             else None
         )
-        with recorder or contextlib.nullcontext():  # stopped however the migration ends
+        calls = Py4jCalls() if cfg.py4j_calls else None
+        with recorder or contextlib.nullcontext(), calls or contextlib.nullcontext():
+            # both stopped however the migration ends
             steady_batches, began, migration, first, last = self._migrate(strategy, target)
         steady = [d for _, d, _ in steady_batches]
         moved, steps = migration.moved, migration.plan.step_count
@@ -298,6 +301,8 @@ class SizeRun:
         started_at: float | None = None
         window = _durations(query, first, last)
         spike = figures.excess(window, steady)
+        if calls is not None:  # over its steady batches and its migration
+            extra["py4j_calls"] = calls.report()
         if recorder is not None:
             extra["thread_cpu"] = thread_cpu_report(
                 recorder, steady_batches, window, spike.worst_batch

@@ -46,6 +46,7 @@ class BenchConfig:
     settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins
     thread_cpu: bool = False  # each strategy's JVMs' CPU per thread kind and batch
     thread_cpu_interval_s: float = 0.25  # its sampler's period (25-45 ms of CPU per sample)
+    py4j_calls: bool = False  # the driver's py4j round trips per thread and command
     warm_up_prewarm: bool = False  # an unmeasured prewarmed migration before the strategies
 
     @property

@@ -111,6 +111,13 @@ def _sizes(value: str) -> tuple[int, ...]:
 )
 @click.option("--thread-cpu-interval-s", type=click.FloatRange(min=0.05), default=0.25, hidden=True)
 @click.option(
+    "--py4j-calls",
+    is_flag=True,
+    hidden=True,
+    help="Count the driver's py4j round trips per Python thread and command, into each "
+    "strategy's `py4j_calls` (a diagnostic: what the driver JVM's Thread-N answer).",
+)
+@click.option(
     "--warm-up-prewarm",
     is_flag=True,
     hidden=True,
@@ -146,6 +153,7 @@ def migration(
     settle_s: float,
     thread_cpu: bool,
     thread_cpu_interval_s: float,
+    py4j_calls: bool,
     warm_up_prewarm: bool,
 ) -> None:
     """Swap bins between two executors with every strategy, per state size: the excess
@@ -178,6 +186,7 @@ def migration(
         settle_s=settle_s,
         thread_cpu=thread_cpu,
         thread_cpu_interval_s=thread_cpu_interval_s,
+        py4j_calls=py4j_calls,
         warm_up_prewarm=warm_up_prewarm,
     )
     report = run_migration_bench(config, plot_dir=plots, workdir=workdir)
