@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
+from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, java_list
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
@@ -264,7 +264,7 @@ class StatePrewarm:
             job.run_id,
             version,
         )
-        return [json.loads(str(a)) for a in answers]
+        return [json.loads(str(a)) for a in java_list(answers)]
 
     def release(
         self,
@@ -399,7 +399,7 @@ class StatePrewarm:
                 value_json,
                 column_families,
             )
-            results.extend(json.loads(str(a)) for a in answers)
+            results.extend(json.loads(str(a)) for a in java_list(answers))
         return results
 
     def _release_shadows(
@@ -434,7 +434,7 @@ def _announced(
     found: list[dict[str, Any]] = []
     for operator, store in stores:
         answers = helper.announced(root, operator, store, run_id, load_id, list(bins))
-        found.extend(json.loads(str(a)) for a in answers)
+        found.extend(json.loads(str(a)) for a in java_list(answers))
     return found
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
+from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, java_list
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.SnapshotPhases"
@@ -131,7 +131,7 @@ class SnapshotPhases:
             str(query.runId),
             mode,
         )
-        for text in answers:
+        for text in java_list(answers):
             answer = json.loads(str(text))
             if answer.get("status") != "done":
                 report.missed.append(str(answer.get("wanted", answer.get("executor"))))

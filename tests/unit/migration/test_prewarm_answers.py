@@ -29,6 +29,21 @@ class FakeQuery:
     runId = "run-1"  # noqa: N815 (PySpark's StreamingQuery.runId)
 
 
+class JavaList(list[str]):
+    """What py4j hands back for a `java.util.List`, as far as `java_list` reads it; it may
+    not be iterated (the real one ends its loop on a Java exception, which costs ~60 round
+    trips)."""
+
+    def size(self) -> int:
+        return len(self)
+
+    def get(self, index: int) -> str:
+        return str(list.__getitem__(self, index))
+
+    def __iter__(self) -> Any:
+        raise AssertionError("a Java list is read by index, not iterated")
+
+
 class FakeHelper:
     def __init__(self, owner: ScriptedPrewarm) -> None:
         self.owner = owner
@@ -39,8 +54,8 @@ class FakeHelper:
 
     def announced(  # noqa: PLR0917 (the JVM method's signature, called through py4j)
         self, root: str, operator: int, store: str, run_id: str, load_id: str, bins: list[int]
-    ) -> list[str]:
-        return [json.dumps(a) for a in self.owner.announced(bins, load_id)]
+    ) -> JavaList:
+        return JavaList(json.dumps(a) for a in self.owner.announced(bins, load_id))
 
     def releaseShadows(  # the JVM method, called through py4j
         self, coordinator: str, bins: list[str], stores: list[str], root: str, run_id: str
