@@ -72,7 +72,7 @@ def java_list(values: Any) -> list[Any]:
     """The elements of a `java.util.List` a helper returned, read by index: one round trip
     for its size and one per element. Iterated in Python, py4j ends the loop on the JVM's
     NoSuchElementException, and PySpark's exception hook converts every Java exception by
-    asking the JVM which of ~14 classes it is: ~60 more round trips (and class look-ups in
-    the JVM) per loop. Measured on the migration bench: a prewarm's polls and jobs raised
-    234 such exceptions in one migration, ~14 000 round trips (docs/migration.md)."""
+    asking the JVM which of ~14 classes it is: ~75 more round trips (and class look-ups in
+    the JVM) per loop. Counted on the migration bench: a prewarmed migration's polls, jobs
+    and switches raised ~266 such exceptions, ~20 000 round trips (docs/migration.md)."""
     return [values.get(index) for index in range(values.size())]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from swivel_tools.bench.py4j_calls import command_key, thread_key
+from swivel_tools.bench.py4j_calls import Py4jCalls, command_key, thread_key
 
 
 @pytest.mark.parametrize(
@@ -15,6 +15,10 @@ from swivel_tools.bench.py4j_calls import command_key, thread_key
         ("i\njava.util.ArrayList\ne\n", "new ArrayList"),
         ("m\nd\no42\ne\n", "delete"),
         ("r\nu\norg.apache.hadoop\nrj\ne\n", "reflect org.apache.hadoop"),
+        (
+            "r\nm\npy4j.reflection.TypeUtil\nisInstanceOf\ne\n",
+            "reflect-member TypeUtil.isInstanceOf",
+        ),
         ("l\nc\no3\no4\ne\n", "list"),
         ("s\ne\n", "other"),
     ],
@@ -30,7 +34,18 @@ def test_a_command_is_keyed_by_its_kind_and_name(command: str, key: str) -> None
         ("Thread-12", "Thread"),
         ("swivel-prewarm", "swivel-prewarm"),
         ("MainThread", "MainThread"),
+        ("Thread-4 (run)", "Thread (run)"),
     ],
 )
 def test_a_thread_is_keyed_by_its_role(name: str, key: str) -> None:
     assert thread_key(name) == key
+
+
+def test_one_recording_at_a_time_and_the_patch_is_removed() -> None:
+    from py4j.java_gateway import GatewayClient  # type: ignore[import-untyped]
+
+    original = GatewayClient.send_command
+    with Py4jCalls(), pytest.raises(RuntimeError, match="one at a time"):
+        with Py4jCalls():
+            pass
+    assert GatewayClient.send_command is original

@@ -4,9 +4,10 @@ and command (`swivel bench migration --py4j-calls`, a diagnostic).
 Why: with `--thread-cpu`, the driver JVM's unnamed `Thread-N` threads used ~10-14 s of CPU
 over the prewarmed strategy's window against ~1 s in the others'. Those are py4j's: each
 answers the calls of one Python thread (pinned-thread mode). /proc cannot say which calls;
-this counts them where they are made. Every command py4j sends passes through
-`GatewayClient.send_command`, so it is wrapped for the recording's time: per (Python thread,
-command) the count and the wall time until the JVM answered. A call's wall time includes
+this counts them where they are made. py4j sends its commands through
+`GatewayClient.send_command` (not a new connection's authentication; a retried command
+counts twice), so it is wrapped for the recording's time: per (Python thread, command) the
+count and the wall time until the JVM answered. One recording at a time. A call's wall time includes
 what the JVM waited for (a Spark job, a lock), so it bounds its CPU rather than measures it.
 
 Command kinds (py4j's protocol): `call <method>`, `new <class>` (a constructor),
@@ -31,24 +32,32 @@ KINDS |= {"f": "field", "j": "view"}
 
 
 def command_key(command: str) -> str:
-    """`call <method>`, `new <class>`, `reflect <name>`, or the command's kind (py4j's text
-    protocol: the first line is the kind, a call's third line its method, a constructor's
-    second its class, a look-up's third the name)."""
+    """`call <method>`, `new <class>`, `reflect <name>` (a name of a `jvm.a.b.C` path),
+    `reflect-member <Class>.<member>` (a static member, looked up before its call), or the
+    command's kind (py4j's text protocol: the first line is the kind, a call's third line
+    its method, a constructor's second its class, a look-up's second its sub-command)."""
     lines = command.split("\n")
     kind = KINDS.get(lines[0], "other")
     if kind == "call" and len(lines) > 2:
         return f"call {lines[2]}"
     if kind == "new" and len(lines) > 1:
         return f"new {lines[1].rsplit('.', 1)[-1]}"
+    if kind == "reflect" and len(lines) > 3 and lines[1] == "m":  # a member of a class
+        return f"reflect-member {lines[2].rsplit('.', 1)[-1]}.{lines[3]}"
     if kind == "reflect" and len(lines) > 2:  # a step of a `jvm.a.b.C` path, looked up
         return f"reflect {lines[2]}"
     return kind
 
 
 def thread_key(name: str) -> str:
-    """A Python thread's name without its number (`ThreadPoolExecutor-3_1` ->
-    `ThreadPoolExecutor`), so the same role adds up across steps."""
-    return re.sub(r"[-_ ]?\d+(_\d+)?$", "", name) or name
+    """A Python thread's name without its number or target (`ThreadPoolExecutor-3_1` ->
+    `ThreadPoolExecutor`, `Thread-4 (run)` -> `Thread (run)`), so the same role adds up
+    across steps. py4j's own finalizer thread (`Thread`) sends every proxy's release,
+    whichever thread dropped the proxy."""
+    target = re.search(r" \([^)]*\)$", name)
+    suffix = target.group(0) if target else ""
+    base = name[: len(name) - len(suffix)]
+    return (re.sub(r"[-_ ]?\d+(_\d+)?$", "", base) or base) + suffix
 
 
 class Py4jCalls:
@@ -63,6 +72,8 @@ class Py4jCalls:
 
     def __enter__(self) -> Py4jCalls:
         original = GatewayClient.send_command
+        if getattr(original, "_py4j_calls", None) is not None:
+            raise RuntimeError("another py4j recording is running: one at a time")
         self._original = original
         record = self._record
 
@@ -73,6 +84,7 @@ class Py4jCalls:
             finally:
                 record(command, time.perf_counter() - began)
 
+        send_command._py4j_calls = self  # type: ignore[attr-defined]
         GatewayClient.send_command = send_command
         self.began = time.monotonic()
         return self
