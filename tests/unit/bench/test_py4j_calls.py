@@ -45,7 +45,6 @@ def test_one_recording_at_a_time_and_the_patch_is_removed() -> None:
     from py4j.java_gateway import GatewayClient  # type: ignore[import-untyped]
 
     original = GatewayClient.send_command
-    with Py4jCalls(), pytest.raises(RuntimeError, match="one at a time"):
-        with Py4jCalls():
-            pass
+    with Py4jCalls(), pytest.raises(RuntimeError, match="one at a time"), Py4jCalls():
+        pass
     assert GatewayClient.send_command is original
