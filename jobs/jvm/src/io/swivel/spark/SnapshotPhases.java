@@ -103,9 +103,8 @@ public final class SnapshotPhases {
    * (yet). A name holding '/' or a line break is left out (no snapshot's name does). One call
    * and one string for all of them: listed from Python, each file's name took three py4j
    * round trips (~150 ms, ~80 ms of them the driver's Python CPU, to check two folders of 120
-   * changelogs), and even a returned
-   * list costs a round trip per element; a prewarmed step's wait for its givers' snapshots
-   * lists its bins' folders every 0.2 s.
+   * changelogs), and even a returned list costs a round trip per element; a prewarmed step's
+   * wait for its givers' snapshots lists its bins' folders every 0.2 s.
    */
   public static String fileNames(FileSystem fs, List<String> folders) throws IOException {
     StringBuilder listed = new StringBuilder();
