@@ -55,6 +55,7 @@ from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 from swivel.controllers.resuming import StalePlanError, steps_already_done
 from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
+from swivel.jobs.migration.prewarm_warm_up import PrewarmWarmUp
 from swivel.jobs.migration.prewarming import PrewarmedSteps
 from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
@@ -78,6 +79,7 @@ class BinMover:
         verify_timeout_s: float = 20.0,
         verify_async: bool = True,
         prewarm_timeout_s: float = 120.0,
+        warm_up_prewarm: bool = False,
     ) -> None:
         self.spark = spark
         self.bins = bins
@@ -88,6 +90,9 @@ class BinMover:
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
         self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
+        # the prewarm's code paths run once before the first migration (the driver's own
+        # mover turns it on: jobs/migration/prewarm_warm_up.py)
+        self.warm_up = PrewarmWarmUp(self.internals, self.stores, bins, enabled=warm_up_prewarm)
         self.snapshots = StaggeredSnapshots(self.internals)  # off the batch path
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
@@ -211,9 +216,9 @@ class BinMover:
         with self._lock:
             locked, applied = time.perf_counter(), False
             self.last_boundary = batch_id
-            self.snapshots.boundary(
-                batch_id, migrating=self._active is not None or bool(self._queue)
-            )
+            migrating = self._active is not None or bool(self._queue)
+            self.snapshots.boundary(batch_id, migrating=migrating)
+            self.warm_up.boundary(self.query, batch_id, migrating=migrating)
             if self._watch_batches and self.verify_async:
                 self._verify.put(batch_id)
             elif self._watch_batches:

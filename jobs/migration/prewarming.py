@@ -64,7 +64,7 @@ class StepPrewarm:
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
-        threading.Thread(target=self._load, daemon=True, name="swivel-prewarm").start()
+        threading.Thread(target=self.load, daemon=True, name="swivel-prewarm").start()
         return self
 
     @property
@@ -89,9 +89,10 @@ class StepPrewarm:
     def _host(self, executor: str) -> str:
         return self.hosts.get(executor) or self.internals.executor_host(executor)
 
-    def _load(self) -> None:
+    def load(self) -> None:
         """Load the step's bins on all its targets at once (each target's loads run on its
-        own loader thread), and wait for every answer."""
+        own loader thread), and wait for every answer (`start` runs it in a thread). Never
+        raises: a failure is in `error`, and the step then moves the plain way."""
         began = time.monotonic()
         asked_at = self._committed_version()
         self.snapshot_ahead = self._snapshot_givers()

@@ -399,3 +399,51 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         workload.stop()
         mover.close()
     assert workload.state_counts() == workload.reference(workload.processed_files())
+
+
+def test_the_warm_up_runs_the_prewarm_once_and_leaves_the_placement(
+    prewarm_spark: Any, tmp_path: Path
+) -> None:
+    """The driver's mover warms the prewarm's code paths before the first migration
+    (jobs/migration/prewarm_warm_up.py): one bin is loaded on the executor that does not own
+    it, switched in place at a boundary (the owner answers `no-shadow`), and the copy is
+    released; the bin keeps its owner, its shadow id points at no executor, and the state
+    is the reference's."""
+    session = prewarm_spark.newSession()
+    for key, value in {**ROCKSDB_CONF, "spark.sql.shuffle.partitions": str(BINS)}.items():
+        session.conf.set(key, value)
+    internals = SparkInternals(session)
+    mover = BinMover(session, BINS, internals=internals, warm_up_prewarm=True)
+    workload = TransformWithStateWorkload(session, tmp_path, bins=BINS, keys=2_000)
+    workload.write_inputs(6)
+    query = workload.start(boundary=mover.wrap)
+    mover.attach(query)
+    workload.feed()
+    try:
+        assert mover.warm_up.wait(240), mover.warm_up.report
+        report = mover.warm_up.report
+        assert (report.status, report.switch_status) == ("done", "no-shadow"), report
+        assert report.bin is not None and report.owner != report.target, report
+        first = (report.switched_at_batch or 0) + 1
+        workload.wait_for_batch(first + 1)
+        assert query.exception() is None
+        assert internals.location(query, report.bin) == report.owner
+        served = [
+            (t.executor, t.status)
+            for t in patiently(lambda: internals.batch_tasks_all(str(query.runId), first, BINS))
+            if t.partition == report.bin
+        ]
+        assert served == [(report.owner, "SUCCESS")], served
+        assert shadow_location(internals, query, report.bin) == RELEASED_EXECUTOR
+        host = internals.executor_host(str(report.target))
+        deadline = time.monotonic() + 60
+        while True:  # the release job runs after the switch, off the boundary
+            probed = internals.prewarmer().probe(query, [report.bin], str(report.target), host)
+            if not any(p.get("shadow_loaded") for p in probed):
+                break
+            assert time.monotonic() < deadline, probed
+            time.sleep(1.0)
+    finally:
+        workload.stop()
+        mover.close()
+    assert workload.state_counts() == workload.reference(workload.processed_files())

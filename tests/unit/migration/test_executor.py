@@ -49,6 +49,9 @@ class FakeInternals:
     def placement(self, query: Any, bins: int) -> dict[int, str | None]:
         return dict(self.coordinator)
 
+    def location(self, query: Any, partition: int) -> str | None:
+        return self.coordinator.get(partition)
+
     def state_stores(self, query: Any) -> list[tuple[int, str]]:
         return [(0, "default")]
 

@@ -1,0 +1,114 @@
+"""The mover's prewarm warm-up (jobs/migration/prewarm_warm_up.py) against the simulated
+cluster: one bin loads on another executor off the batch path, switches in place at a later
+boundary (the placement stays), its copy is released, and a migration that comes first
+cancels it. (On the real cluster: tests/integration/cluster/test_prewarm.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swivel.jobs.migration.executor import BinMover
+from tests.unit.migration.test_executor import FakeQuery
+from tests.unit.migration.test_prewarmed_steps import (
+    PrewarmingInternals,
+    fluid_moves,
+    until,
+)
+
+
+class CommittedQuery(FakeQuery):
+    lastProgress = {"batchId": 4}  # noqa: N815 - Spark's attribute name
+
+
+class InPlaceInternals(PrewarmingInternals):
+    """Answers a switch as the helper does: `activated` only where a copy was loaded."""
+
+    def switch_prewarmed(self, query: Any, moves: Any, stores: Any, *, version: int) -> list[Any]:
+        answers = super().switch_prewarmed(query, moves, stores, version=version)
+        loaded = set(self.loaded)
+        for answer, (b, target, _) in zip(answers, moves, strict=True):
+            answer["status"] = "activated" if (b, target) in loaded else "no-shadow"
+        return answers
+
+
+def warming_mover(fake: PrewarmingInternals, query: Any) -> BinMover:
+    mover = BinMover(None, 4, internals=fake, verify_async=False, warm_up_prewarm=True)  # type: ignore[arg-type]
+    mover.attach(query)
+    return mover
+
+
+def test_one_bin_loads_elsewhere_switches_in_place_and_is_released() -> None:
+    fake = InPlaceInternals(4)
+    before = dict(fake.coordinator)
+    mover = warming_mover(fake, CommittedQuery())
+    mover.boundary(0)  # starts the load in a thread
+    until(lambda: mover.warm_up.report.status == "loading" and fake.loaded)
+    assert fake.loaded == [(0, "1")]  # the lowest bin, on the executor that does not own it
+    until(lambda: mover.warm_up._step is not None and mover.warm_up._step.ready)
+    assert fake.switched == []  # only at a boundary
+    mover.boundary(1)
+    report = mover.warm_up.report
+    assert (report.status, report.bin, report.owner, report.target) == ("done", 0, "0", "1")
+    assert (report.switched_at_batch, report.switch_status) == (1, "no-shadow")
+    assert fake.switched == [(0, 2)]  # to its owner, at the version the next batch reads
+    assert fake.coordinator == before  # nothing moved
+    until(lambda: fake.released == [0])  # the target's copy
+    assert fake.released_loads == fake.load_ids
+    mover.boundary(2)
+    assert fake.switched == [(0, 2)]  # once
+
+
+def test_nothing_loads_before_a_batch_has_committed() -> None:
+    fake = InPlaceInternals(4)
+    mover = warming_mover(fake, FakeQuery())
+    mover.boundary(0)
+    assert mover.warm_up.report.status == "pending"
+    assert fake.load_ids == []
+
+
+def test_a_migration_that_comes_first_cancels_it_and_releases_the_copy() -> None:
+    fake = InPlaceInternals(4)
+    fake.loads_may_finish.clear()
+    mover = warming_mover(fake, CommittedQuery())
+    mover.boundary(0)
+    until(lambda: len(fake.load_ids) == 1)  # the warm-up's load, still running
+    migration = mover.submit(fluid_moves(fake, mover, [2], "1"), prewarm=True)
+    mover.boundary(1)
+    report = mover.warm_up.report
+    assert (report.status, report.reason) == (
+        "skipped",
+        "a migration started before the warm-up ended",
+    )
+    assert fake.released == []  # not while the load runs
+    fake.loads_may_finish.set()
+    until(lambda: fake.load_ids[0] in fake.released_loads)
+    assert (0, 2) not in fake.switched  # no in-place switch
+    until(lambda: mover.boundary(2) is None and migration.step == 1)
+    assert fake.coordinator[2] == "1"
+
+
+def test_skipped_with_one_executor_or_when_prewarm_cannot_run() -> None:
+    alone = InPlaceInternals(4)
+    alone.alive = ["0"]
+    alone.coordinator = dict.fromkeys(range(4), "0")
+    mover = warming_mover(alone, CommittedQuery())
+    mover.boundary(0)
+    assert mover.warm_up.wait(5)
+    assert mover.warm_up.report.reason == "one executor: no bin can load anywhere but its owner"
+
+    no_jar = InPlaceInternals(4)
+    no_jar.jar_built = False
+    mover = warming_mover(no_jar, CommittedQuery())
+    mover.boundary(0)
+    assert mover.warm_up.wait(5)
+    assert "jar is not built" in str(mover.warm_up.report.reason)
+    assert alone.load_ids == no_jar.load_ids == []
+
+
+def test_off_unless_asked() -> None:
+    fake = InPlaceInternals(4)
+    mover = BinMover(None, 4, internals=fake, verify_async=False)  # type: ignore[arg-type]
+    mover.attach(CommittedQuery())
+    mover.boundary(0)
+    assert (mover.warm_up.report.status, mover.warm_up.report.reason) == ("skipped", "disabled")
+    assert fake.load_ids == []
