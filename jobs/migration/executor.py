@@ -89,10 +89,12 @@ class BinMover:
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
-        self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
         # the prewarm's code paths run once before the first migration (the driver's own
         # mover turns it on: jobs/migration/prewarm_warm_up.py)
         self.warm_up = PrewarmWarmUp(self.internals, self.stores, bins, enabled=warm_up_prewarm)
+        self._prewarmed = PrewarmedSteps(
+            self.internals, self.stores, prewarm_timeout_s, held=self.warm_up.held
+        )
         self.snapshots = StaggeredSnapshots(self.internals)  # off the batch path
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
@@ -217,7 +219,8 @@ class BinMover:
             locked, applied = time.perf_counter(), False
             self.last_boundary = batch_id
             migrating = self._active is not None or bool(self._queue)
-            self.snapshots.boundary(batch_id, migrating=migrating)
+            # the warm-up's snapshot request moves its bin off its phase, as a migration's
+            self.snapshots.boundary(batch_id, migrating=migrating or not self.warm_up.ended)
             self.warm_up.boundary(self.query, batch_id, migrating=migrating)
             if self._watch_batches and self.verify_async:
                 self._verify.put(batch_id)

@@ -3,27 +3,33 @@ and switched in place once, so the first migration a user asks for does not pay 
 
 Why: the first prewarmed migration in a driver's life runs code paths its JVMs have not run
 before (the helper's jobs and their results, the block manager look-ups of the loads'
-answers, the switch's job, the snapshot phases). HotSpot then deoptimises and recompiles
+answers, the switch's job, the snapshot request). HotSpot then deoptimises and recompiles
 the Spark scheduler and status code those paths share, and compiles the new ones: in the
 160 k-key benchmark the driver's JIT threads used 1.1-1.2 s in each of the four batches after
 the window's first, against 0.1 s in a steady batch, on the two cores the executors also use
-(docs/migration.md, "The prewarm's first use, at the job's start").
+(docs/migration.md, "The prewarm's first use, moved to the job's start").
 
-What it does, once per BinMover, when prewarm can run and there are two executors:
+What it does, once per BinMover (once per driver: a restarted query is not warmed again),
+when prewarm can run and there are two executors:
 
 1. At the first boundary after a batch has committed, a thread picks the lowest bin whose
    owner is an active executor and another active executor as the target, and runs a step's
-   prewarm for that one move (`StepPrewarm.load`: the givers' snapshot request, the load on
+   prewarm for that one move (`StepPrewarm.load`: the giver's snapshot request, the load on
    the target's loader thread, the wait for its answer and for the upload), off the batch
    path, exactly as a migration's step does.
-2. At the first boundary after the load ended, with no migration queued or running, it
-   switches the bin *to its own owner* (`switchStep`: the re-pointing, the activation job,
-   the shadows' release), which the owner answers `no-shadow`: the placement does not
-   change. Then the copy on the target is released.
+2. At the first boundary after the load ended, with no migration queued or running and the
+   bin still on its owner in every store, it switches the bin *to that owner* with the
+   step's switch (`switchStep`: the re-pointing, the activation job, the shadows' release).
+   The owner holds no loaded copy and answers `no-shadow`: the placement does not change,
+   and the activation's own path (the top-up, the hand-over of the copy) does not run.
+3. Then the target's copy is released.
 
-A migration that starts before the warm-up ends cancels it (its copy is released): a
-migration never waits for the warm-up. What it costs, once: one bin's load on one executor,
-and one boundary's switch job (reported in `report`). Executors added later are not warmed.
+A migration that starts before the warm-up has switched cancels it: the load, if running,
+is not interrupted (a load on the same executor queues behind it on that executor's loader
+thread), and its copy is released when it ends. Until then a step that moves the warm-up's
+bin does not start its loads (`held`): the two loads share the bin's shadow ids. What it
+costs, once: one bin's load on one executor, and one boundary's switch job (`report`).
+Executors added later are not warmed.
 """
 
 from __future__ import annotations
@@ -81,8 +87,9 @@ class PrewarmWarmUp:
         self.bins = bins
         self.timeout_s = timeout_s
         self.report = WarmUpReport()
-        self._ended = threading.Event()
         self._lock = threading.RLock()  # the load's thread and the boundaries end it
+        self._ended = threading.Event()
+        self._released = threading.Event()  # no copy of the warm-up's is left anywhere
         self._step: StepPrewarm | None = None
         self._started_at = 0.0
         if not enabled:
@@ -93,8 +100,20 @@ class PrewarmWarmUp:
         return self._ended.is_set()
 
     def wait(self, timeout: float) -> bool:
-        """Until the warm-up is done or skipped; False after `timeout` s."""
-        return self._ended.wait(timeout)
+        """Until the warm-up is done or skipped and its copy released; False after
+        `timeout` s."""
+        deadline = time.monotonic() + timeout
+        return self._ended.wait(timeout) and self._released.wait(
+            max(0.0, deadline - time.monotonic())
+        )
+
+    def held(self) -> set[int]:
+        """The bin whose shadow ids the warm-up's copy still uses (none once released)."""
+        with self._lock:
+            step = self._step
+            if step is None or self._released.is_set():
+                return set()
+            return {move.bin for move in step.moves}
 
     def boundary(self, query: Any, batch_id: int, *, migrating: bool) -> None:
         """At every boundary of the BinMover (under its lock, on the batch path: nothing
@@ -118,7 +137,7 @@ class PrewarmWarmUp:
             if time.monotonic() - self._started_at > self.timeout_s:
                 self._cancel(f"the load took over {self.timeout_s:.0f} s")
             return
-        self._switch_in_place(query, step, batch_id)
+        self._switch_then_release(query, step, batch_id)
 
     # -- the two halves -------------------------------------------------------------------
 
@@ -126,13 +145,13 @@ class PrewarmWarmUp:
         """Choose the bin and the target (status REST API and coordinator reads: off the
         batch path) and load it, as a step's prewarm does."""
         try:
-            refusal = prewarm_refusal(self.internals, query)
-            if refusal is not None:
-                self._end("skipped", refusal)
-                return
             hosts = {e.id: e.host for e in self.internals.executors() if e.active}
             if len(hosts) < 2:
                 self._end("skipped", "one executor: no bin can load anywhere but its owner")
+                return
+            refusal = prewarm_refusal(self.internals, query)
+            if refusal is not None:
+                self._end("skipped", refusal)
                 return
             placement = self.internals.placement(query, self.bins)
             owned = [(b, e) for b, e in sorted(placement.items()) if e in hosts]
@@ -142,8 +161,9 @@ class PrewarmWarmUp:
             bin_id, owner = owned[0]
             target = min(e for e in hosts if e != owner)
             self.report.bin, self.report.owner, self.report.target = bin_id, owner, target
-            move = Move(bin_id, owner, target)
-            step = StepPrewarm(self.internals, query, [move], self.stores, hosts)
+            step = StepPrewarm(
+                self.internals, query, [Move(bin_id, owner, target)], self.stores, hosts
+            )
             with self._lock:
                 if self.ended:  # cancelled while choosing: nothing loaded, nothing to release
                     return
@@ -151,26 +171,27 @@ class PrewarmWarmUp:
         except Exception as error:  # a warm-up's failure costs the first migration its JIT
             self._end("skipped", f"{type(error).__name__}: {error}")
             return
-        step.load()  # answers its own failures (step.error)
+        step.load()  # answers its own failures (step.error); sets `ready` in any case
 
-    def _switch_in_place(self, query: Any, step: StepPrewarm, batch_id: int) -> None:
+    def _switch_then_release(self, query: Any, step: StepPrewarm, batch_id: int) -> None:
         """Switch the bin to the executor that serves it (the placement stays), then release
-        the target's copy."""
+        the target's copy (in a thread: the release job is not on this boundary)."""
         self.report.load_ms = step.load_ms
         try:
-            self._switch_step_in_place(query, step, batch_id)
+            self._switch_in_place(query, step, batch_id)
         finally:
-            release_when_loaded(step)  # after the switch: its job is not on this boundary
+            release_when_loaded(step, then=self._released.set)
 
-    def _switch_step_in_place(self, query: Any, step: StepPrewarm, batch_id: int) -> None:
-        if step.error is not None:
-            self._end("skipped", step.error)
-            return
+    def _switch_in_place(self, query: Any, step: StepPrewarm, batch_id: int) -> None:
         bin_id, owner = self.report.bin, self.report.owner
-        assert bin_id is not None and owner is not None  # set before the load started
+        if step.error is not None or bin_id is None or owner is None:
+            self._end("skipped", step.error or "no bin was chosen")
+            return
         began = time.perf_counter()
         try:
-            if self.internals.location(query, bin_id) != owner:
+            # every store's id of the bin: `switchStep` re-points them all
+            operators = sorted({operator for operator, _ in self.stores()})
+            if any(self.internals.location(query, bin_id, op) != owner for op in operators):
                 self._end("skipped", f"bin {bin_id} left {owner} before the switch")
                 return
             host = step.hosts.get(owner) or self.internals.executor_host(owner)
@@ -192,13 +213,15 @@ class PrewarmWarmUp:
             step = self._step
             self._end("skipped", reason)
         if step is not None:  # a load that is still running is released when it ends
-            release_when_loaded(step)
+            release_when_loaded(step, then=self._released.set)
 
     def _end(self, status: str, reason: str | None) -> None:
         with self._lock:
             if self.ended:
                 return
             self.report.status, self.report.reason = status, reason
+            if self._step is None:  # nothing was loaded: nothing to release
+                self._released.set()
             self._ended.set()
         if status == "skipped" and reason != "disabled":
             print(f"swivel: the prewarm's warm-up was skipped: {reason}")

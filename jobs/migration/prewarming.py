@@ -221,10 +221,20 @@ class PrewarmedSteps:
     """The prewarms of the BinMover's migrations, one per (migration, step); a step loads
     while the one before it runs, so a plan of n steps waits for one load, not n."""
 
-    def __init__(self, internals: SparkInternals, stores: Stores, timeout_s: float) -> None:
+    def __init__(
+        self,
+        internals: SparkInternals,
+        stores: Stores,
+        timeout_s: float,
+        held: Callable[[], set[int]] = set,
+    ) -> None:
         self.internals = internals
         self.stores = stores
         self.timeout_s = timeout_s
+        # bins whose shadow ids another load still uses (the warm-up's, until released): a
+        # step moving one of them starts its loads only after, or the two would evict each
+        # other's copies (one shadow id per bin and store)
+        self.held = held
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
 
     def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
@@ -236,6 +246,8 @@ class PrewarmedSteps:
             return True
         key = (migration.id, migration.step)
         if key not in self._steps:
+            if self.held() & {m.bin for m in migration.plan.steps[migration.step].moves}:
+                return False  # for the warm-up's release (bounded by its load's timeout)
             self.start(migration, query, hosts)
             return key not in self._steps  # refused: plain moves now
         prewarm, started = self._steps[key]
@@ -258,8 +270,8 @@ class PrewarmedSteps:
         if index >= migration.plan.step_count or (migration.id, index) in self._steps:
             return
         moves = migration.plan.steps[index].moves
-        if not moves:
-            return
+        if not moves or self.held() & {m.bin for m in moves}:
+            return  # `ready` starts it at a later boundary
         reason = prewarm_refusal(self.internals, query)
         if reason is not None:
             migration.prewarm_fallback = reason
@@ -294,8 +306,9 @@ class PrewarmedSteps:
             release_when_loaded(self._steps.pop(key)[0])
 
 
-def release_when_loaded(prewarm: StepPrewarm) -> None:
-    """Drop a step's loaded copies once its loads end (a thread: they may still run)."""
+def release_when_loaded(prewarm: StepPrewarm, then: Callable[[], None] | None = None) -> None:
+    """Drop a step's loaded copies once its loads end (a thread: they may still run), then
+    call `then` (released or not)."""
 
     def run() -> None:
         while not prewarm.ready:
@@ -304,5 +317,8 @@ def release_when_loaded(prewarm: StepPrewarm) -> None:
             prewarm.release()
         except Exception as error:
             print(f"swivel: releasing prewarmed bins failed: {error}")
+        finally:
+            if then is not None:
+                then()
 
     threading.Thread(target=run, daemon=True, name="swivel-prewarm-release").start()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from swivel.jobs.migration.executor import BinMover
-from tests.unit.migration.test_executor import FakeQuery
+from tests.unit.migration.test_executor import FakeQuery, drive
 from tests.unit.migration.test_prewarmed_steps import (
     PrewarmingInternals,
     fluid_moves,
@@ -37,23 +37,32 @@ def warming_mover(fake: PrewarmingInternals, query: Any) -> BinMover:
     return mover
 
 
+def loaded_warm_up(fake: PrewarmingInternals) -> BinMover:
+    """A mover whose warm-up has loaded bin 0 on executor 1 and not yet switched."""
+    mover = warming_mover(fake, CommittedQuery())
+    mover.boundary(0)  # starts the load in a thread
+    until(lambda: mover.warm_up._step is not None and mover.warm_up._step.ready)
+    return mover
+
+
 def test_one_bin_loads_elsewhere_switches_in_place_and_is_released() -> None:
     fake = InPlaceInternals(4)
     before = dict(fake.coordinator)
-    mover = warming_mover(fake, CommittedQuery())
-    mover.boundary(0)  # starts the load in a thread
-    until(lambda: mover.warm_up.report.status == "loading" and fake.loaded)
+    mover = loaded_warm_up(fake)
     assert fake.loaded == [(0, "1")]  # the lowest bin, on the executor that does not own it
-    until(lambda: mover.warm_up._step is not None and mover.warm_up._step.ready)
+    assert mover.warm_up.report.status == "loading"
     assert fake.switched == []  # only at a boundary
+    assert mover.warm_up.held() == {0}
     mover.boundary(1)
     report = mover.warm_up.report
     assert (report.status, report.bin, report.owner, report.target) == ("done", 0, "0", "1")
     assert (report.switched_at_batch, report.switch_status) == (1, "no-shadow")
     assert fake.switched == [(0, 2)]  # to its owner, at the version the next batch reads
     assert fake.coordinator == before  # nothing moved
-    until(lambda: fake.released == [0])  # the target's copy
+    assert mover.warm_up.wait(5)  # ended and released
+    assert fake.released == [0]  # the target's copy
     assert fake.released_loads == fake.load_ids
+    assert mover.warm_up.held() == set()
     mover.boundary(2)
     assert fake.switched == [(0, 2)]  # once
 
@@ -66,25 +75,54 @@ def test_nothing_loads_before_a_batch_has_committed() -> None:
     assert fake.load_ids == []
 
 
-def test_a_migration_that_comes_first_cancels_it_and_releases_the_copy() -> None:
+def test_a_migration_that_comes_first_cancels_it_and_waits_for_its_release() -> None:
     fake = InPlaceInternals(4)
     fake.loads_may_finish.clear()
     mover = warming_mover(fake, CommittedQuery())
     mover.boundary(0)
-    until(lambda: len(fake.load_ids) == 1)  # the warm-up's load, still running
-    migration = mover.submit(fluid_moves(fake, mover, [2], "1"), prewarm=True)
+    until(lambda: len(fake.load_ids) == 1)  # the warm-up's load of bin 0, still running
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    fake.run_batch(1)
     mover.boundary(1)
     report = mover.warm_up.report
     assert (report.status, report.reason) == (
         "skipped",
         "a migration started before the warm-up ended",
     )
-    assert fake.released == []  # not while the load runs
+    # the warm-up's copy still holds bin 0's shadow ids: the step loads only after release
+    assert fake.released == [] and len(fake.load_ids) == 1
+    drive(fake, mover, 1, 2)
+    assert len(fake.load_ids) == 1 and migration.step == 0
     fake.loads_may_finish.set()
-    until(lambda: fake.load_ids[0] in fake.released_loads)
-    assert (0, 2) not in fake.switched  # no in-place switch
-    until(lambda: mover.boundary(2) is None and migration.step == 1)
-    assert fake.coordinator[2] == "1"
+    assert mover.warm_up.wait(5)
+    assert fake.released_loads == fake.load_ids[:1]
+    batch = drive(fake, mover, 3, 1)  # now the step loads
+    until(lambda: len(fake.load_ids) == 2)
+    until(lambda: drive(fake, mover, batch, 1) > 0 and migration.step == 1)
+    assert [b for b, _ in fake.switched] == [0]  # the migration's switch, no in-place one
+    assert fake.coordinator[0] == "1"
+
+
+def test_no_switch_when_the_bin_left_its_owner_and_the_copy_is_released() -> None:
+    fake = InPlaceInternals(4)
+    mover = loaded_warm_up(fake)
+    fake.coordinator[0] = "1"  # re-pointed meanwhile (an executor lost, say)
+    mover.boundary(1)
+    report = mover.warm_up.report
+    assert (report.status, report.reason) == ("skipped", "bin 0 left 0 before the switch")
+    assert fake.switched == []
+    assert mover.warm_up.wait(5) and fake.released == [0]
+
+
+def test_a_failed_load_is_reported_and_nothing_switches() -> None:
+    fake = InPlaceInternals(4)
+    fake.load_answer = "failed"
+    mover = loaded_warm_up(fake)
+    mover.boundary(1)
+    report = mover.warm_up.report
+    assert report.status == "skipped" and "java.io.IOException: gone" in str(report.reason)
+    assert fake.switched == []
+    assert mover.warm_up.wait(5)
 
 
 def test_skipped_with_one_executor_or_when_prewarm_cannot_run() -> None:

@@ -116,7 +116,8 @@ class SizeRun:
         self.workload.wait_for_batch(self.config.load_batches + 1, timeout=self.config.timeout_s)
         # a job that has run a while before its first migration (a migration started earlier
         # cancels the warm-up: the figures would then be the cold ones)
-        self.mover.warm_up.wait(timeout=self.config.timeout_s)
+        if not self.mover.warm_up.wait(timeout=self.config.timeout_s):
+            raise RuntimeError(f"the mover's warm-up did not end: {self.mover.warm_up.report}")
 
     def settle(self, migration: Migration) -> None:
         self.mover.wait(migration, timeout=self.config.timeout_s)
