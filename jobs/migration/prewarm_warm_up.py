@@ -27,7 +27,8 @@ when prewarm can run and there are two executors:
 A migration that starts before the warm-up has switched cancels it: the load, if running,
 is not interrupted (a load on the same executor queues behind it on that executor's loader
 thread), and its copy is released when it ends. Until then a step that moves the warm-up's
-bin does not start its loads (`held`): the two loads share the bin's shadow ids. What it
+bin does not start its loads (`held`; the two loads share the bin's shadow ids), for at
+most the step's prewarm timeout: then it moves the plain way and says why. What it
 costs, once: one bin's load on one executor, and one boundary's switch job (`report`).
 Executors added later are not warmed.
 """
@@ -92,6 +93,7 @@ class PrewarmWarmUp:
         self._released = threading.Event()  # no copy of the warm-up's is left anywhere
         self._step: StepPrewarm | None = None
         self._started_at = 0.0
+        self._query: Any = None
         if not enabled:
             self._end("skipped", "disabled")
 
@@ -107,6 +109,12 @@ class PrewarmWarmUp:
             max(0.0, deadline - time.monotonic())
         )
 
+    def attach(self, query: Any) -> None:
+        """The mover's query changed (a restart): a warm-up begun on the old one ends."""
+        if self._query is not None and query is not self._query:
+            self._cancel("the query restarted before the warm-up ended")
+        self._query = query
+
     def held(self) -> set[int]:
         """The bin whose shadow ids the warm-up's copy still uses (none once released)."""
         with self._lock:
@@ -118,7 +126,7 @@ class PrewarmWarmUp:
     def boundary(self, query: Any, batch_id: int, *, migrating: bool) -> None:
         """At every boundary of the BinMover (under its lock, on the batch path: nothing
         here blocks but the switch, which is what a migration's step does at a boundary)."""
-        if self.ended or query is None:
+        if self.ended or query is None or query is not self._query:
             return
         if migrating:
             self._cancel("a migration started before the warm-up ended")
@@ -180,7 +188,7 @@ class PrewarmWarmUp:
         try:
             self._switch_in_place(query, step, batch_id)
         finally:
-            release_when_loaded(step, then=self._released.set)
+            release_when_loaded(step, released=self._released.set)
 
     def _switch_in_place(self, query: Any, step: StepPrewarm, batch_id: int) -> None:
         bin_id, owner = self.report.bin, self.report.owner
@@ -213,7 +221,7 @@ class PrewarmWarmUp:
             step = self._step
             self._end("skipped", reason)
         if step is not None:  # a load that is still running is released when it ends
-            release_when_loaded(step, then=self._released.set)
+            release_when_loaded(step, released=self._released.set)
 
     def _end(self, status: str, reason: str | None) -> None:
         with self._lock:

@@ -207,14 +207,21 @@ class StepPrewarm:
                 statuses[bin_id] = str(result.get("status"))
         return statuses
 
-    def release(self) -> None:
-        """Drop loaded copies that will not be switched (the migration failed or ended)."""
+    def release(self) -> bool:
+        """Drop loaded copies that will not be switched (the migration failed or ended).
+        True when every copy is gone; False when a load still runs on its executor (it
+        closes its copy when it ends: `releasing`) or a target's host is unknown."""
+        gone = True
         for target, bins in sorted(self._by_target().items()):
             host = self.hosts.get(target)
-            if host is not None:
-                self.internals.prewarmer().release(
-                    self.query, bins, target, host, stores=self.stores(), load_id=self.load_id
-                )
+            if host is None:
+                gone = False
+                continue
+            answers = self.internals.prewarmer().release(
+                self.query, bins, target, host, stores=self.stores(), load_id=self.load_id
+            )
+            gone = gone and not any(a.get("status") == "releasing" for a in answers)
+        return gone
 
 
 class PrewarmedSteps:
@@ -235,6 +242,7 @@ class PrewarmedSteps:
         # step moving one of them starts its loads only after, or the two would evict each
         # other's copies (one shadow id per bin and store)
         self.held = held
+        self._held_since: dict[tuple[str, int], float] = {}
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
 
     def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
@@ -246,8 +254,8 @@ class PrewarmedSteps:
             return True
         key = (migration.id, migration.step)
         if key not in self._steps:
-            if self.held() & {m.bin for m in migration.plan.steps[migration.step].moves}:
-                return False  # for the warm-up's release (bounded by its load's timeout)
+            if self._waits_for_held(migration, key):
+                return False
             self.start(migration, query, hosts)
             return key not in self._steps  # refused: plain moves now
         prewarm, started = self._steps[key]
@@ -259,6 +267,21 @@ class PrewarmedSteps:
             )
             release_when_loaded(self._steps.pop(key)[0])
             return True
+        return False
+
+    def _waits_for_held(self, migration: Migration, key: tuple[str, int]) -> bool:
+        """Whether the step waits for another load's copy of its bins to be released (at
+        most `timeout_s`: then it moves the plain way, which uses no shadow id)."""
+        held = self.held() & {m.bin for m in migration.plan.steps[migration.step].moves}
+        if not held:
+            return False
+        since = self._held_since.setdefault(key, time.monotonic())
+        if time.monotonic() - since <= self.timeout_s:
+            return True
+        migration.prewarm_fallback = (
+            f"step {migration.step + 1} waited over {self.timeout_s:g} s for the warm-up's "
+            f"copy of bins {sorted(held)} to be released"
+        )
         return False
 
     def start(self, migration: Migration, query: Any, hosts: dict[str, str]) -> None:
@@ -306,19 +329,22 @@ class PrewarmedSteps:
             release_when_loaded(self._steps.pop(key)[0])
 
 
-def release_when_loaded(prewarm: StepPrewarm, then: Callable[[], None] | None = None) -> None:
-    """Drop a step's loaded copies once its loads end (a thread: they may still run), then
-    call `then` (released or not)."""
+def release_when_loaded(
+    prewarm: StepPrewarm, released: Callable[[], None] | None = None
+) -> None:
+    """Drop a step's loaded copies once its loads end (a thread: they may still run), and
+    call `released` once every copy is gone (not after a failed release, nor while a load
+    still runs on its executor)."""
 
     def run() -> None:
         while not prewarm.ready:
             time.sleep(0.2)
         try:
-            prewarm.release()
+            gone = prewarm.release()
         except Exception as error:
             print(f"swivel: releasing prewarmed bins failed: {error}")
-        finally:
-            if then is not None:
-                then()
+            return
+        if gone and released is not None:
+            released()
 
     threading.Thread(target=run, daemon=True, name="swivel-prewarm-release").start()

@@ -5,6 +5,7 @@ cancels it. (On the real cluster: tests/integration/cluster/test_prewarm.py.)"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from swivel.jobs.migration.executor import BinMover
@@ -92,7 +93,7 @@ def test_a_migration_that_comes_first_cancels_it_and_waits_for_its_release() -> 
     # the warm-up's copy still holds bin 0's shadow ids: the step loads only after release
     assert fake.released == [] and len(fake.load_ids) == 1
     drive(fake, mover, 1, 2)
-    assert len(fake.load_ids) == 1 and migration.step == 0
+    assert mover._prewarmed._steps == {} and migration.step == 0
     fake.loads_may_finish.set()
     assert mover.warm_up.wait(5)
     assert fake.released_loads == fake.load_ids[:1]
@@ -150,3 +151,62 @@ def test_off_unless_asked() -> None:
     mover.boundary(0)
     assert (mover.warm_up.report.status, mover.warm_up.report.reason) == ("skipped", "disabled")
     assert fake.load_ids == []
+
+
+def test_a_step_that_waits_too_long_for_the_release_moves_the_plain_way() -> None:
+    fake = InPlaceInternals(4)
+    fake.loads_may_finish.clear()  # the warm-up's load never ends here
+    mover = BinMover(
+        None,  # type: ignore[arg-type]
+        4,
+        internals=fake,
+        verify_async=False,
+        warm_up_prewarm=True,
+        prewarm_timeout_s=0.3,
+    )
+    mover.attach(CommittedQuery())
+    mover.boundary(0)
+    until(lambda: len(fake.load_ids) == 1)
+    migration = mover.submit(fluid_moves(fake, mover, [0], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 2)
+    assert migration.step == 0 and not migration.prewarm_fallback
+    time.sleep(0.4)
+    drive(fake, mover, batch, 1)
+    assert migration.prewarm_fallback == (
+        "step 1 waited over 0.3 s for the warm-up's copy of bins [0] to be released"
+    )
+    assert migration.step == 1 and fake.coordinator[0] == "1"  # re-pointed plainly
+    assert len(fake.load_ids) == 1  # the step loaded nothing
+    fake.loads_may_finish.set()
+
+
+class TwoOperators(InPlaceInternals):
+    """Bin 0 of operator 1 is served elsewhere than bin 0 of operator 0."""
+
+    def state_stores(self, query: Any) -> list[tuple[int, str]]:
+        return [(0, "default"), (1, "default")]
+
+    def location(self, query: Any, partition: int, operator: int = 0) -> str | None:
+        return "1" if operator == 1 else super().location(query, partition, operator)
+
+
+def test_no_switch_when_another_store_of_the_bin_is_elsewhere() -> None:
+    fake = TwoOperators(4)
+    mover = loaded_warm_up(fake)
+    mover.boundary(1)
+    assert mover.warm_up.report.reason == "bin 0 left 0 before the switch"
+    assert fake.switched == []
+
+
+def test_a_restarted_query_ends_the_warm_up_begun_on_the_old_one() -> None:
+    fake = InPlaceInternals(4)
+    mover = loaded_warm_up(fake)
+    mover.attach(CommittedQuery())  # another query object: the runtime restarted it
+    mover.boundary(1)
+    report = mover.warm_up.report
+    assert (report.status, report.reason) == (
+        "skipped",
+        "the query restarted before the warm-up ended",
+    )
+    assert fake.switched == []
+    assert mover.warm_up.wait(5) and fake.released == [0]
