@@ -116,7 +116,7 @@ class MigrationDriver:
         self.groups = groups
         self.query = query
         self.agent = agent
-        self.mover = mover or BinMover(spark, bins, warm_up_prewarm=True)
+        self.mover = mover or BinMover(spark, bins)
         self.actions = MigrationActions(self.mover, self._report)
         self.checkpoint = checkpoint  # with it, loads include state rows/bytes per bin
         self.coordination_interval_s = coordination_interval_s

@@ -55,7 +55,6 @@ from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 from swivel.controllers.resuming import StalePlanError, steps_already_done
 from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
-from swivel.jobs.migration.prewarm_warm_up import PrewarmWarmUp
 from swivel.jobs.migration.prewarming import PrewarmedSteps
 from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
@@ -79,7 +78,6 @@ class BinMover:
         verify_timeout_s: float = 20.0,
         verify_async: bool = True,
         prewarm_timeout_s: float = 120.0,
-        warm_up_prewarm: bool = False,
     ) -> None:
         self.spark = spark
         self.bins = bins
@@ -89,12 +87,7 @@ class BinMover:
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
-        # the prewarm's code paths run once before the first migration (the driver's own
-        # mover turns it on: jobs/migration/prewarm_warm_up.py)
-        self.warm_up = PrewarmWarmUp(self.internals, self.stores, bins, enabled=warm_up_prewarm)
-        self._prewarmed = PrewarmedSteps(
-            self.internals, self.stores, prewarm_timeout_s, held=self.warm_up.held
-        )
+        self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
         self.snapshots = StaggeredSnapshots(self.internals)  # off the batch path
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}
@@ -122,7 +115,6 @@ class BinMover:
             self.query = query
             self._stores = None
             self.snapshots.attach(query)
-            self.warm_up.attach(query)
 
     def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         """A `foreachBatch` function: the user's write, then the boundary hook."""
@@ -219,10 +211,9 @@ class BinMover:
         with self._lock:
             locked, applied = time.perf_counter(), False
             self.last_boundary = batch_id
-            migrating = self._active is not None or bool(self._queue)
-            # the warm-up's snapshot request moves its bin off its phase, as a migration's
-            self.snapshots.boundary(batch_id, migrating=migrating or not self.warm_up.ended)
-            self.warm_up.boundary(self.query, batch_id, migrating=migrating)
+            self.snapshots.boundary(
+                batch_id, migrating=self._active is not None or bool(self._queue)
+            )
             if self._watch_batches and self.verify_async:
                 self._verify.put(batch_id)
             elif self._watch_batches:

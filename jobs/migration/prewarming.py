@@ -64,7 +64,7 @@ class StepPrewarm:
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
-        threading.Thread(target=self.load, daemon=True, name="swivel-prewarm").start()
+        threading.Thread(target=self._load, daemon=True, name="swivel-prewarm").start()
         return self
 
     @property
@@ -89,10 +89,9 @@ class StepPrewarm:
     def _host(self, executor: str) -> str:
         return self.hosts.get(executor) or self.internals.executor_host(executor)
 
-    def load(self) -> None:
+    def _load(self) -> None:
         """Load the step's bins on all its targets at once (each target's loads run on its
-        own loader thread), and wait for every answer (`start` runs it in a thread). Never
-        raises: a failure is in `error`, and the step then moves the plain way."""
+        own loader thread), and wait for every answer."""
         began = time.monotonic()
         asked_at = self._committed_version()
         self.snapshot_ahead = self._snapshot_givers()
@@ -207,42 +206,24 @@ class StepPrewarm:
                 statuses[bin_id] = str(result.get("status"))
         return statuses
 
-    def release(self) -> bool:
-        """Drop loaded copies that will not be switched (the migration failed or ended).
-        True when every copy is gone; False when a load still runs on its executor (it
-        closes its copy when it ends: `releasing`) or a target's host is unknown."""
-        gone = True
+    def release(self) -> None:
+        """Drop loaded copies that will not be switched (the migration failed or ended)."""
         for target, bins in sorted(self._by_target().items()):
             host = self.hosts.get(target)
-            if host is None:
-                gone = False
-                continue
-            answers = self.internals.prewarmer().release(
-                self.query, bins, target, host, stores=self.stores(), load_id=self.load_id
-            )
-            gone = gone and not any(a.get("status") == "releasing" for a in answers)
-        return gone
+            if host is not None:
+                self.internals.prewarmer().release(
+                    self.query, bins, target, host, stores=self.stores(), load_id=self.load_id
+                )
 
 
 class PrewarmedSteps:
     """The prewarms of the BinMover's migrations, one per (migration, step); a step loads
     while the one before it runs, so a plan of n steps waits for one load, not n."""
 
-    def __init__(
-        self,
-        internals: SparkInternals,
-        stores: Stores,
-        timeout_s: float,
-        held: Callable[[], set[int]] = set,
-    ) -> None:
+    def __init__(self, internals: SparkInternals, stores: Stores, timeout_s: float) -> None:
         self.internals = internals
         self.stores = stores
         self.timeout_s = timeout_s
-        # bins whose shadow ids another load still uses (the warm-up's, until released): a
-        # step moving one of them starts its loads only after, or the two would evict each
-        # other's copies (one shadow id per bin and store)
-        self.held = held
-        self._held_since: dict[tuple[str, int], float] = {}
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
 
     def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
@@ -254,8 +235,6 @@ class PrewarmedSteps:
             return True
         key = (migration.id, migration.step)
         if key not in self._steps:
-            if self._waits_for_held(migration, key):
-                return False
             self.start(migration, query, hosts)
             return key not in self._steps  # refused: plain moves now
         prewarm, started = self._steps[key]
@@ -269,21 +248,6 @@ class PrewarmedSteps:
             return True
         return False
 
-    def _waits_for_held(self, migration: Migration, key: tuple[str, int]) -> bool:
-        """Whether the step waits for another load's copy of its bins to be released (at
-        most `timeout_s`: then it moves the plain way, which uses no shadow id)."""
-        held = self.held() & {m.bin for m in migration.plan.steps[migration.step].moves}
-        if not held:
-            return False
-        since = self._held_since.setdefault(key, time.monotonic())
-        if time.monotonic() - since <= self.timeout_s:
-            return True
-        migration.prewarm_fallback = (
-            f"step {migration.step + 1} waited over {self.timeout_s:g} s for the warm-up's "
-            f"copy of bins {sorted(held)} to be released"
-        )
-        return False
-
     def start(self, migration: Migration, query: Any, hosts: dict[str, str]) -> None:
         """Start loading the migration's next step (nothing without prewarm, for a gap
         step, or once prewarm gave up)."""
@@ -293,8 +257,8 @@ class PrewarmedSteps:
         if index >= migration.plan.step_count or (migration.id, index) in self._steps:
             return
         moves = migration.plan.steps[index].moves
-        if not moves or self.held() & {m.bin for m in moves}:
-            return  # `ready` starts it at a later boundary
+        if not moves:
+            return
         reason = prewarm_refusal(self.internals, query)
         if reason is not None:
             migration.prewarm_fallback = reason
@@ -329,22 +293,15 @@ class PrewarmedSteps:
             release_when_loaded(self._steps.pop(key)[0])
 
 
-def release_when_loaded(
-    prewarm: StepPrewarm, released: Callable[[], None] | None = None
-) -> None:
-    """Drop a step's loaded copies once its loads end (a thread: they may still run), and
-    call `released` once every copy is gone (not after a failed release, nor while a load
-    still runs on its executor)."""
+def release_when_loaded(prewarm: StepPrewarm) -> None:
+    """Drop a step's loaded copies once its loads end (a thread: they may still run)."""
 
     def run() -> None:
         while not prewarm.ready:
             time.sleep(0.2)
         try:
-            gone = prewarm.release()
+            prewarm.release()
         except Exception as error:
             print(f"swivel: releasing prewarmed bins failed: {error}")
-            return
-        if gone and released is not None:
-            released()
 
     threading.Thread(target=run, daemon=True, name="swivel-prewarm-release").start()

@@ -49,9 +49,6 @@ class FakeInternals:
     def placement(self, query: Any, bins: int) -> dict[int, str | None]:
         return dict(self.coordinator)
 
-    def location(self, query: Any, partition: int, operator: int = 0) -> str | None:
-        return self.coordinator.get(partition)
-
     def state_stores(self, query: Any) -> list[tuple[int, str]]:
         return [(0, "default")]
 

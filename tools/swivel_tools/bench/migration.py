@@ -101,8 +101,7 @@ class SizeRun:
             random_payload=True,
             checkpoint_uri=figures.checkpoint_uri(config.storage, root / "checkpoint"),
         )
-        # as the driver's own mover: the prewarm's code paths run once before any window
-        self.mover = BinMover(spark, config.bins, warm_up_prewarm=True)
+        self.mover = BinMover(spark, config.bins)
         self.timelines: dict[str, list[figures.BatchTime]] = {}
         self._spans: dict[str, tuple[int, int]] = {}
         self.windows: dict[str, tuple[int, int]] = {}
@@ -114,10 +113,6 @@ class SizeRun:
         self.workload.feed(ahead=12)
         self.mover.attach(query)
         self.workload.wait_for_batch(self.config.load_batches + 1, timeout=self.config.timeout_s)
-        # a job that has run a while before its first migration (a migration started earlier
-        # cancels the warm-up: the figures would then be the cold ones)
-        if not self.mover.warm_up.wait(timeout=self.config.timeout_s):
-            raise RuntimeError(f"the mover's warm-up did not end: {self.mover.warm_up.report}")
 
     def settle(self, migration: Migration) -> None:
         self.mover.wait(migration, timeout=self.config.timeout_s)
@@ -199,7 +194,6 @@ class SizeRun:
             "moved": {"bins": moving, "from_to": {b: [original[b], target[b]] for b in moving}},
             "steady_run": steady_run,
             "snapshot_phases": phases,
-            "prewarm_warm_up": self.mover.warm_up.report.to_dict(),
         }
 
     def record_steady_run(self) -> dict[str, Any]:

@@ -27,13 +27,5 @@ def keep_size_result(root: Path, size: dict[str, Any]) -> None:
 
 
 def size_extras(size: dict[str, Any]) -> dict[str, Any]:
-    keep = (
-        "steady_p50_ms",
-        "state_rows",
-        "state_bytes",
-        "moved",
-        "steady_run",
-        "snapshot_phases",
-        "prewarm_warm_up",
-    )
-    return {k: size.get(k) for k in keep}
+    keep = ("steady_p50_ms", "state_rows", "state_bytes", "moved", "steady_run", "snapshot_phases")
+    return {k: size[k] for k in keep}

@@ -121,9 +121,8 @@ def _sizes(value: str) -> tuple[int, ...]:
     "--warm-up-prewarm",
     is_flag=True,
     hidden=True,
-    help="Before the strategies, one unmeasured prewarmed migration of every moved bin and "
-    "back, beyond the mover's own one-bin warm-up (jobs/migration/prewarm_warm_up.py): a "
-    "diagnostic of what first use still costs (docs/migration.md).",
+    help="Before the strategies, one unmeasured prewarmed migration and back: the JVMs then "
+    "run the prewarm's code paths (class loading, JIT) before any window (docs/migration.md).",
 )
 def migration(
     *,
