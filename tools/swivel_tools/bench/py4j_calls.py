@@ -7,8 +7,9 @@ answers the calls of one Python thread (pinned-thread mode). /proc cannot say wh
 this counts them where they are made. py4j sends its commands through
 `GatewayClient.send_command` (not a new connection's authentication; a retried command
 counts twice), so it is wrapped for the recording's time: per (Python thread, command) the
-count and the wall time until the JVM answered. One recording at a time. A call's wall time includes
-what the JVM waited for (a Spark job, a lock), so it bounds its CPU rather than measures it.
+count and the wall time until the JVM answered. One recording at a time. A call's wall
+time includes what the JVM waited for (a Spark job, a lock), so it bounds its CPU rather
+than measures it.
 
 Command kinds (py4j's protocol): `call <method>`, `new <class>` (a constructor),
 `delete` (a Python proxy's finalizer releasing its Java object), `reflect` (a name looked
