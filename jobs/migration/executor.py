@@ -55,7 +55,7 @@ from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 from swivel.controllers.resuming import StalePlanError, steps_already_done
 from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
-from swivel.jobs.migration.prewarming import PrewarmedSteps
+from swivel.jobs.migration.prewarming import PREWARM_AHEAD, PrewarmedSteps
 from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
@@ -78,6 +78,7 @@ class BinMover:
         verify_timeout_s: float = 20.0,
         verify_async: bool = True,
         prewarm_timeout_s: float = 120.0,
+        prewarm_ahead: int = PREWARM_AHEAD,
     ) -> None:
         self.spark = spark
         self.bins = bins
@@ -87,7 +88,9 @@ class BinMover:
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
-        self._prewarmed = PrewarmedSteps(self.internals, self.stores, prewarm_timeout_s)
+        self._prewarmed = PrewarmedSteps(
+            self.internals, self.stores, prewarm_timeout_s, ahead=prewarm_ahead
+        )
         self.snapshots = StaggeredSnapshots(self.internals)  # off the batch path
         self.query: Any = None
         self.batches: dict[int, BatchRecord] = {}

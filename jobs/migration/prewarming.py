@@ -36,6 +36,8 @@ UPLOAD_WAIT_MAX_S = 15.0
 # a load's answers that end its step's prewarm: the step then moves the plain way
 LOAD_FAILED = ("failed", *LOAD_GONE)
 UPLOAD_CHECK_S = 0.2
+# steps whose bins load ahead of their switch (the next one and those after it)
+PREWARM_AHEAD = 2
 
 
 def prewarm_refusal(internals: SparkInternals, query: Any) -> str | None:
@@ -217,13 +219,24 @@ class StepPrewarm:
 
 
 class PrewarmedSteps:
-    """The prewarms of the BinMover's migrations, one per (migration, step); a step loads
-    while the one before it runs, so a plan of n steps waits for one load, not n."""
+    """The prewarms of the BinMover's migrations, one per (migration, step). The next
+    `ahead` steps with moves load while the step before them runs: each target's loader
+    thread takes its bins one after another, so with `ahead` > 1 it always has a step's
+    bins queued and a step need not wait a batch or two for its own loads after the one
+    before it switched (docs/migration.md, "Loading ahead"). A step is loaded ahead only
+    when no earlier step still to switch moves one of its bins (its giver is then known)."""
 
-    def __init__(self, internals: SparkInternals, stores: Stores, timeout_s: float) -> None:
+    def __init__(
+        self, internals: SparkInternals, stores: Stores, timeout_s: float, ahead: int = 1
+    ) -> None:
+        if ahead < 1:
+            raise ValueError(f"prewarm ahead must be at least 1 step, not {ahead}")
         self.internals = internals
         self.stores = stores
         self.timeout_s = timeout_s
+        self.ahead = ahead
+        # per (migration, step): its prewarm, and since when it is the next step to switch
+        # (its timeout counts from then: a step loaded ahead waits behind the one before)
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
 
     def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
@@ -237,34 +250,47 @@ class PrewarmedSteps:
         if key not in self._steps:
             self.start(migration, query, hosts)
             return key not in self._steps  # refused: plain moves now
-        prewarm, started = self._steps[key]
+        prewarm, since = self._steps[key]
         if prewarm.ready:
             return True
-        if time.monotonic() - started > self.timeout_s:
+        if time.monotonic() - since > self.timeout_s:
             migration.prewarm_fallback = (
                 f"step {migration.step + 1}'s prewarm took over {self.timeout_s:.0f} s"
             )
-            release_when_loaded(self._steps.pop(key)[0])
+            self.drop(migration)  # the steps loaded ahead then move plainly too
             return True
         return False
 
     def start(self, migration: Migration, query: Any, hosts: dict[str, str]) -> None:
-        """Start loading the migration's next step (nothing without prewarm, for a gap
-        step, or once prewarm gave up)."""
-        index = migration.step
+        """Start loading the migration's next `ahead` steps with moves, those not loading
+        yet (nothing without prewarm or once prewarm gave up)."""
         if not migration.prewarm or migration.prewarm_fallback:
             return
-        if index >= migration.plan.step_count or (migration.id, index) in self._steps:
-            return
-        moves = migration.plan.steps[index].moves
-        if not moves:
-            return
-        reason = prewarm_refusal(self.internals, query)
-        if reason is not None:
-            migration.prewarm_fallback = reason
-            return
-        prewarm = StepPrewarm(self.internals, query, moves, self.stores, dict(hosts))
-        self._steps[(migration.id, index)] = (prewarm.start(), time.monotonic())
+        for index in self._steps_to_load(migration):
+            if (migration.id, index) in self._steps:
+                continue
+            reason = prewarm_refusal(self.internals, query)
+            if reason is not None:
+                migration.prewarm_fallback = reason
+                return
+            moves = migration.plan.steps[index].moves
+            prewarm = StepPrewarm(self.internals, query, moves, self.stores, dict(hosts))
+            self._steps[(migration.id, index)] = (prewarm.start(), time.monotonic())
+
+    def _steps_to_load(self, migration: Migration) -> list[int]:
+        """The next `ahead` steps with moves from the migration's next step on, up to the
+        first that moves a bin an earlier one of them also moves (gap steps are skipped)."""
+        chosen: list[int] = []
+        moving: set[int] = set()
+        for index in range(migration.step, migration.plan.step_count):
+            bins = {move.bin for move in migration.plan.steps[index].moves}
+            if not bins:
+                continue
+            if bins & moving or len(chosen) == self.ahead:
+                break
+            chosen.append(index)
+            moving |= bins
+        return chosen
 
     def switch(self, migration: Migration, batch_id: int) -> set[int]:
         """Switch the next step's loaded bins (re-pointed, topped up, handed their copies):
@@ -272,23 +298,34 @@ class PrewarmedSteps:
         pending = self._steps.pop((migration.id, migration.step), None)
         if pending is None:
             return set()
+        self._restart_clock(migration)
         prewarm = pending[0]
         if prewarm.error is not None:
             migration.prewarm_fallback = prewarm.error
+            self.drop(migration)  # the steps loaded ahead then move plainly too
             release_when_loaded(prewarm)  # the bins that did load must not stay loaded
             return set()
         try:
             statuses = prewarm.switch(batch_id)
         except Exception as error:  # re-pointed or not, the caller re-points them plainly
             migration.prewarm_fallback = f"step {migration.step + 1}'s switch failed: {error}"
+            self.drop(migration)
             return set()
         migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
         migration.prewarm_ms.append(prewarm.load_ms)
         migration.snapshots_ahead.append(prewarm.snapshot_ahead)
         return set(statuses)
 
+    def _restart_clock(self, migration: Migration) -> None:
+        """The step after the one switching is now the next: its timeout counts from now."""
+        for key, (prewarm, since) in self._steps.items():
+            if key[0] == migration.id and key[1] > migration.step:
+                self._steps[key] = (prewarm, max(since, time.monotonic()))
+                return
+
     def drop(self, migration: Migration) -> None:
-        """The migration ended: release the copies of steps that will not switch."""
+        """The migration ended or gave up prewarm: release the copies of steps that will
+        not switch."""
         for key in [k for k in self._steps if k[0] == migration.id]:
             release_when_loaded(self._steps.pop(key)[0])
 

@@ -51,6 +51,9 @@ class PrewarmingInternals(FakeInternals):
         self.load_answer = "loaded"  # what the executor's loader thread answered
         self.loads_may_finish = threading.Event()
         self.loads_may_finish.set()
+        self.held_bins: set[int] = set()  # their loads also wait for `held_may_finish`
+        self.held_may_finish = threading.Event()
+        self.failing_bins: set[int] = set()  # their loads answer `failed`
         self.loaded: list[tuple[int, str]] = []  # (bin, target), in load order
         self.switched: list[tuple[int, int]] = []  # (bin, version read next)
         self.released: list[int] = []
@@ -69,11 +72,17 @@ class PrewarmingInternals(FakeInternals):
     ) -> list[Any]:
         self.load_ids.append(load_id)
         self.loads_may_finish.wait(10)
+        if self.held_bins & set(bins):
+            self.held_may_finish.wait(10)
         if self.load_fails:
             raise RuntimeError("executor lost during the load")
         self.loaded += [(b, target) for b in bins]
-        failed = {"error": "java.io.IOException: gone"} if self.load_answer == "failed" else {}
-        return [{"partition": b, "status": self.load_answer, **failed} for b in bins]
+        return [self._answer(b) for b in bins]
+
+    def _answer(self, bin_id: int) -> dict[str, Any]:
+        status = "failed" if bin_id in self.failing_bins else self.load_answer
+        failed = {"error": "java.io.IOException: gone"} if status == "failed" else {}
+        return {"partition": bin_id, "status": status, **failed}
 
     def switch_prewarmed(self, query: Any, moves: Any, stores: Any, *, version: int) -> list[Any]:
         for b, target, host in moves:
@@ -140,6 +149,104 @@ def test_the_next_step_loads_while_the_previous_one_runs() -> None:
     assert boundaries == sorted(boundaries) and len(set(boundaries)) == 3
     # one step per boundary once loaded: pipelined, not load-then-wait per step
     assert boundaries[-1] - boundaries[0] == 2
+
+
+def loading_steps(mover: BinMover) -> list[int]:
+    """The steps whose prewarm has started and not switched yet."""
+    return sorted(step for _, step in mover._prewarmed._steps)
+
+
+def test_the_next_two_steps_load_ahead_and_a_third_once_the_first_switches() -> None:
+    fake = PrewarmingInternals(8)
+    mover = mover_for(fake, 8)  # PREWARM_AHEAD: 2
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2, 4], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)  # the migration begins
+    assert loading_steps(mover) == [0, 1]
+    until(lambda: sorted(fake.loaded) == [(0, "1"), (2, "1")])
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    batch = drive(fake, mover, batch, 1)  # step 1 switches, step 3 starts loading
+    assert migration.step == 1 and loading_steps(mover) == [1, 2]
+    batch = drive(fake, mover, batch, 1)  # step 2 was loaded ahead: it switches at once
+    assert migration.step == 2 and [b for b, _ in fake.switched] == [0, 2]
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    drive(fake, mover, batch, 3)
+    assert (migration.phase, migration.prewarmed) == ("Completed", {0, 2, 4})
+
+
+def test_one_step_ahead_loads_each_step_once_the_one_before_switched() -> None:
+    fake = PrewarmingInternals(8)
+    mover = mover_for(fake, 8, prewarm_ahead=1)
+    mover.boundary(0)
+    mover.submit(fluid_moves(fake, mover, [0, 2, 4], "1"), prewarm=True)
+    drive(fake, mover, 0, 1)
+    assert loading_steps(mover) == [0]
+
+
+def test_a_step_moving_a_bin_an_earlier_step_moves_is_not_loaded_ahead() -> None:
+    """Its giver is the earlier step's target: it loads once that step has switched."""
+    from swivel.controllers.migration import MigrationPlan, Move, Step
+
+    fake = PrewarmingInternals(4)
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    initial = tuple(fake.coordinator[b] for b in range(4))
+    plan = MigrationPlan(
+        Strategy.FLUID,
+        initial,
+        (Step((Move(0, "0", "1"),)), Step((Move(0, "1", "0"),)), Step((Move(2, "0", "1"),))),
+    )
+    migration = mover.submit(plan, prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    assert loading_steps(mover) == [0]  # step 2 moves bin 0 back: not before step 1 switched
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    batch = drive(fake, mover, batch, 1)
+    assert loading_steps(mover) == [1, 2]
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    drive(fake, mover, batch, 4)
+    assert migration.phase == "Completed" and fake.coordinator[0] == "0"
+    assert fake.coordinator[2] == "1" and migration.prewarm_fallback == ""
+
+
+def test_a_step_loaded_ahead_times_out_from_when_it_became_the_next_step() -> None:
+    """A step loading behind the one before it is not given up for the time it queued."""
+    fake = PrewarmingInternals(8)
+    fake.held_bins = {2}  # step 2's load ends only when the test says
+    mover = mover_for(fake, 8, prewarm_timeout_s=0.4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)  # both steps start loading
+    until(lambda: fake.loaded == [(0, "1")])
+    time.sleep(0.5)  # longer than the timeout since step 2 started
+    batch = drive(fake, mover, batch, 1)  # step 1 switches: step 2 is next from now
+    batch = drive(fake, mover, batch, 1)
+    assert migration.prewarm_fallback == "" and migration.step == 1  # waiting for its load
+    fake.held_may_finish.set()
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    drive(fake, mover, batch, 3)
+    assert (migration.phase, migration.prewarmed) == ("Completed", {0, 2})
+
+
+def test_a_failed_step_releases_the_steps_loaded_ahead_of_it() -> None:
+    fake = PrewarmingInternals(8)
+    fake.failing_bins = {0}
+    mover = mover_for(fake, 8)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2, 4], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    until(lambda: len(fake.load_ids) == 2)
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    drive(fake, mover, batch, 5)  # step 1 fails its prewarm: every step moves plainly
+    assert migration.phase == "Completed" and fake.switched == []
+    assert "bin 0: java.io.IOException: gone" in migration.prewarm_fallback
+    until(lambda: sorted(fake.released) == [0, 2])  # step 2's copy is dropped too
+    assert len(fake.load_ids) == 2  # step 3 never loaded
+    assert [fake.coordinator[b] for b in (0, 2, 4)] == ["1", "1", "1"]
+
+
+def test_prewarm_ahead_below_one_step_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1 step, not 0"):
+        mover_for(PrewarmingInternals(4), 4, prewarm_ahead=0)
 
 
 def test_refused_settings_move_the_plain_way_and_say_why() -> None:

@@ -101,7 +101,7 @@ class SizeRun:
             random_payload=True,
             checkpoint_uri=figures.checkpoint_uri(config.storage, root / "checkpoint"),
         )
-        self.mover = BinMover(spark, config.bins)
+        self.mover = BinMover(spark, config.bins, prewarm_ahead=config.prewarm_ahead)
         self.timelines: dict[str, list[figures.BatchTime]] = {}
         self._spans: dict[str, tuple[int, int]] = {}
         self.windows: dict[str, tuple[int, int]] = {}

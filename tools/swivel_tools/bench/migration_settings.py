@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swivel.jobs.migration.prewarming import PREWARM_AHEAD
 from swivel_tools.bench import migration_figures as figures
 
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -48,6 +49,7 @@ class BenchConfig:
     thread_cpu_interval_s: float = 0.25  # its sampler's period (25-45 ms of CPU per sample)
     py4j_calls: bool = False  # the driver's py4j round trips per thread and command
     warm_up_prewarm: bool = False  # an unmeasured prewarmed migration before the strategies
+    prewarm_ahead: int = PREWARM_AHEAD  # steps whose bins load ahead of their switch
 
     @property
     def per_executor(self) -> int:

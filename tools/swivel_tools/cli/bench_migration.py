@@ -4,6 +4,7 @@ cluster (started and stopped by the command). See docs/migration.md for the figu
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -124,6 +125,13 @@ def _sizes(value: str) -> tuple[int, ...]:
     help="Before the strategies, one unmeasured prewarmed migration and back: the JVMs then "
     "run the prewarm's code paths (class loading, JIT) before any window (docs/migration.md).",
 )
+@click.option(
+    "--prewarm-ahead",
+    type=click.IntRange(min=1),
+    default=None,
+    help="batched-prewarmed: how many steps' bins load ahead of their switch (1: each step "
+    "loads once the one before it switched; default: the product's, PREWARM_AHEAD).",
+)
 def migration(
     *,
     output: str,
@@ -155,6 +163,7 @@ def migration(
     thread_cpu_interval_s: float,
     py4j_calls: bool,
     warm_up_prewarm: bool,
+    prewarm_ahead: int | None,
 ) -> None:
     """Swap bins between two executors with every strategy, per state size: the excess
     latency each adds over the steady batch (Megaphone Fig. 1 and its scaling figure).
@@ -189,6 +198,8 @@ def migration(
         py4j_calls=py4j_calls,
         warm_up_prewarm=warm_up_prewarm,
     )
+    if prewarm_ahead is not None:
+        config = replace(config, prewarm_ahead=prewarm_ahead)
     report = run_migration_bench(config, plot_dir=plots, workdir=workdir)
     if output == "text":
         from swivel_tools.bench.migration_figures import noise_lines
