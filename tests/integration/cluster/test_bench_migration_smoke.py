@@ -9,7 +9,8 @@ one steady batch before each strategy (the excess is measured against it, which 
 contract checks; the figures of a smoke run are no result); two no-migration batches at the
 end instead of the longest window + 8 (~13 batches: `steady_window_excess_ms` is only read
 by a person, and with 2 it is still computed for the short windows and says why not for the
-longer ones).
+longer ones); three unread input files ahead of the query instead of 12 (`--feed-ahead`:
+the end of a size reads every file written) and a 2 s settle after each migration.
 
 Run as the CLI in a subprocess: the driver JVM must start with the throttled file system
 on its class path, which a JVM an earlier test of this process launched would not have.
@@ -45,7 +46,8 @@ def _bench(tmp_path: Path) -> dict[str, Any]:
         "--steady-run-batches", "2",
         "--swap", "2", "--batch-size", "2", "--executor-memory-gb", "1",
         "--plots", str(tmp_path / "plots"), "--workdir", str(tmp_path / "work"),
-        "--timeout-s", "240", "--settle-s", "3", "--thread-cpu", "--py4j-calls",
+        "--timeout-s", "240", "--settle-s", "2", "--feed-ahead", "3",
+        "--thread-cpu", "--py4j-calls",
     ]  # fmt: skip
     returncode, out = run_bounded(command, log, LIMIT_S, tmp_path / "work")
     assert returncode == 0, tail(log)

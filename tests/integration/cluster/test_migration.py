@@ -45,14 +45,15 @@ JOB = FRAUD.spec.model_copy(
 
 @contextlib.contextmanager
 def running(
-    spark: Any, tmp_path: Path, files: int = 10, **options: Any
+    spark: Any, tmp_path: Path, files: int = 3, **options: Any
 ) -> Iterator[tuple[KeyedWorkload, BinMover]]:
     workload = KeyedWorkload(spark, tmp_path, bins=BINS, **options)
     workload.write_inputs(files)
     mover = BinMover(spark, BINS)
     query = workload.start(boundary=mover.wrap)
     # Two unread files keep the query busy back to back (the next batch's file is always
-    # there); more only lengthen `stop()`, which reads every file written before it stops.
+    # there); more, here or written up front, only lengthen `stop()`, which reads every file
+    # written before it stops (10 files up front cost a test 4-5 batches after its checks).
     workload.feed(ahead=2)
     mover.attach(query)
     try:
@@ -90,7 +91,7 @@ def test_one_bin_moved_lands(cluster_spark: Any, tmp_path: Path) -> None:
 
 
 def test_batched_migration_conserves_rows(cluster_spark: Any, tmp_path: Path) -> None:
-    with running(cluster_spark, tmp_path, files=10) as (workload, mover):
+    with running(cluster_spark, tmp_path) as (workload, mover):
         before = mover.current_assignment()
         owned = bins_by_executor(before)
         giver, taker = sorted(owned)
@@ -112,7 +113,7 @@ def test_scale_out_to_three_and_back(
     cluster: LocalCluster, cluster_spark: Any, tmp_path: Path
 ) -> None:
     cluster.wait_for_workers(2, timeout=60)
-    with running(cluster_spark, tmp_path, files=10) as (workload, mover):
+    with running(cluster_spark, tmp_path) as (workload, mover):
         out = mover.scale_to(3, "batched", batch_size=2, register_timeout_s=120)
         assert out.phase == "Completed" and out.landed_elsewhere == []
         executors = sorted(mover.executors())
@@ -137,7 +138,7 @@ def test_policy_round_moves_hot_bin_off_busiest(cluster_spark: Any, tmp_path: Pa
     probe = KeyedWorkload(cluster_spark, tmp_path / "probe", bins=BINS)
     hot_bin = 3
     hot = probe.keys_in_bin(hot_bin, 40_000, offset=1_000_000)
-    with running(cluster_spark, tmp_path, files=10, rows_per_batch=400, hot_keys=hot) as (
+    with running(cluster_spark, tmp_path, rows_per_batch=400, hot_keys=hot) as (
         workload,
         mover,
     ):
@@ -164,7 +165,7 @@ def test_policy_round_moves_hot_bin_off_busiest(cluster_spark: Any, tmp_path: Pa
 def test_a_swap_is_carried_out_in_the_planned_hand_over_order(
     cluster_spark: Any, tmp_path: Path
 ) -> None:
-    with running(cluster_spark, tmp_path, files=12) as (workload, mover):
+    with running(cluster_spark, tmp_path) as (workload, mover):
         # The driver measures its loads: each bin's executor is the placement it reports.
         driver = MigrationDriver(cluster_spark, BINS, lambda: workload.query, mover=mover)
         loads = driver.measure_loads()
@@ -229,7 +230,7 @@ def test_a_swap_is_carried_out_in_the_planned_hand_over_order(
 
 
 def test_executor_killed_during_migration(cluster_spark: Any, tmp_path: Path) -> None:
-    with running(cluster_spark, tmp_path, files=10) as (workload, mover):
+    with running(cluster_spark, tmp_path) as (workload, mover):
         before = mover.current_assignment()
         owned = bins_by_executor(before)
         giver, taker = sorted(owned)

@@ -151,10 +151,10 @@ def test_prewarmed_bin_switches_without_reload(
     prewarm = internals.prewarmer()
     assert prewarm.available()
     boundary = Boundary()
-    workload = KeyedWorkload(prewarm_spark, tmp_path, bins=BINS, keys=20_000)
-    workload.write_inputs(6)
+    workload = KeyedWorkload(prewarm_spark, tmp_path, bins=BINS, keys=4_000)
+    workload.write_inputs(3)
     query = workload.start(boundary=boundary.wrap)
-    workload.feed()
+    workload.feed(ahead=2)  # more only lengthen `stop()`, which reads every file written
     hidden = tmp_path / "hidden"
     hidden.mkdir()
     try:
@@ -320,8 +320,11 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         session.conf.set(key, value)
     internals = SparkInternals(session)
     mover = BinMover(session, BINS, internals=internals)
-    workload = TransformWithStateWorkload(session, tmp_path, bins=BINS, keys=4_000)
-    workload.write_inputs(6)
+    # a pandas call per key and batch: few keys and rows keep its batches short
+    workload = TransformWithStateWorkload(
+        session, tmp_path, bins=BINS, keys=400, rows_per_batch=200
+    )
+    workload.write_inputs(3)
     hidden = tmp_path / "hidden"
     hidden.mkdir()
     moved_away: list[tuple[Path, Path]] = []
@@ -347,7 +350,7 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
 
     query = workload.start(boundary=after_switch)
     mover.attach(query)
-    workload.feed()
+    workload.feed(ahead=2)
     try:
         workload.wait_for_batch(2)
         assert internals.prewarmer().refusal(query) is None

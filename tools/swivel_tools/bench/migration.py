@@ -108,9 +108,9 @@ class SizeRun:
         self.steady: list[list[figures.BatchTime]] = []  # runs of no-migration batches
 
     def start(self) -> None:
-        self.workload.write_inputs(self.config.load_batches + 12)
+        self.workload.write_inputs(self.config.load_batches + self.config.feed_ahead)
         query = self.workload.start(boundary=self.mover.wrap, trigger_ms=self.config.trigger_ms)
-        self.workload.feed(ahead=12)
+        self.workload.feed(ahead=self.config.feed_ahead)
         self.mover.attach(query)
         self.workload.wait_for_batch(self.config.load_batches + 1, timeout=self.config.timeout_s)
 

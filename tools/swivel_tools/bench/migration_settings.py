@@ -50,6 +50,8 @@ class BenchConfig:
     py4j_calls: bool = False  # the driver's py4j round trips per thread and command
     warm_up_prewarm: bool = False  # an unmeasured prewarmed migration before the strategies
     prewarm_ahead: int = PREWARM_AHEAD  # steps whose bins load ahead of their switch
+    # unread input files kept in front of the query (its end reads every one written)
+    feed_ahead: int = 12
 
     @property
     def per_executor(self) -> int:

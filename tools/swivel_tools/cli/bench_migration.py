@@ -101,6 +101,13 @@ def _sizes(value: str) -> tuple[int, ...]:
     "folder, removed at the end: a size's checkpoint alone can be tens of GB).",
 )
 @click.option("--timeout-s", type=float, default=900.0, hidden=True)
+@click.option(
+    "--feed-ahead",
+    type=click.IntRange(min=1),
+    default=12,
+    hidden=True,
+    help="Unread input files kept in front of the query; a size's end reads every one.",
+)
 @click.option("--settle-s", type=float, default=5.0, hidden=True)
 @click.option(
     "--thread-cpu/--no-thread-cpu",
@@ -158,6 +165,7 @@ def migration(
     plots: Path,
     workdir: Path | None,
     timeout_s: float,
+    feed_ahead: int,
     settle_s: float,
     thread_cpu: bool,
     thread_cpu_interval_s: float,
@@ -192,6 +200,7 @@ def migration(
         prewarmed=prewarmed,
         chosen_keys=chosen_keys,
         timeout_s=timeout_s,
+        feed_ahead=feed_ahead,
         settle_s=settle_s,
         thread_cpu=thread_cpu,
         thread_cpu_interval_s=thread_cpu_interval_s,
