@@ -212,12 +212,19 @@ class SparkInternals:
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
         *,
         load_id: str | None = None,
+        timeout_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Load `bins` on executor `target` at the last committed version while their owners
         keep serving them (on `target`'s loader thread, started by a short Spark job; each
         load announces its answer through the block manager; call it off the batch path).
-        `load_id` names the load for its release (default: a new one)."""
-        return self.prewarmer().prewarm(query, bins, target, host, stores=stores, load_id=load_id)
+        `load_id` names the load for its release (default: a new one); `timeout_s` bounds
+        the wait for its answers (default: the prewarmer's)."""
+        prewarmer = self.prewarmer()
+        if timeout_s is None:
+            return prewarmer.prewarm(query, bins, target, host, stores=stores, load_id=load_id)
+        return prewarmer.prewarm(
+            query, bins, target, host, stores=stores, load_id=load_id, timeout_s=timeout_s
+        )
 
     def switch_prewarmed(
         self,

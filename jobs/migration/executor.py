@@ -115,6 +115,12 @@ class BinMover:
     def attach(self, query: Any) -> None:
         """The query whose bins move (call again after a restart: the run id changes)."""
         with self._lock:
+            if self.query is not None and query is not self.query:
+                self._prewarmed.drop_all()  # loaded for the old run's ids
+                if self._active is not None and self._active.prewarm:
+                    self._active.prewarm_fallback = self._active.prewarm_fallback or (
+                        "the query restarted: the steps left move the plain way"
+                    )
             self.query = query
             self._stores = None
             self.snapshots.attach(query)

@@ -63,6 +63,9 @@ class StepPrewarm:
     snapshot_ahead: str | None = None
     # names the step's loads on every target: its release drops them and no later step's
     load_id: str = field(default_factory=new_load_id)
+    # how long its loads' answers are waited for (None: the prewarmer's default); a step
+    # loaded ahead queues behind the steps before it on each target's loader thread
+    answer_timeout_s: float | None = None
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
@@ -106,6 +109,7 @@ class StepPrewarm:
                     self._host(target),
                     self.stores(),
                     load_id=self.load_id,
+                    timeout_s=self.answer_timeout_s,
                 )
             )
             for results in answers:
@@ -263,18 +267,32 @@ class PrewarmedSteps:
 
     def start(self, migration: Migration, query: Any, hosts: dict[str, str]) -> None:
         """Start loading the migration's next `ahead` steps with moves, those not loading
-        yet (nothing without prewarm or once prewarm gave up)."""
+        yet (nothing without prewarm or once prewarm gave up; refused: none of its steps
+        switches prewarmed, and those loading already are released)."""
         if not migration.prewarm or migration.prewarm_fallback:
             return
-        for index in self._steps_to_load(migration):
-            if (migration.id, index) in self._steps:
-                continue
-            reason = prewarm_refusal(self.internals, query)
-            if reason is not None:
-                migration.prewarm_fallback = reason
-                return
+        indices = [
+            i for i in self._steps_to_load(migration) if (migration.id, i) not in self._steps
+        ]
+        if not indices:
+            return
+        reason = prewarm_refusal(self.internals, query)
+        if reason is not None:
+            migration.prewarm_fallback = reason
+            self.drop(migration)
+            return
+        for index in indices:
             moves = migration.plan.steps[index].moves
-            prewarm = StepPrewarm(self.internals, query, moves, self.stores, dict(hosts))
+            prewarm = StepPrewarm(
+                self.internals,
+                query,
+                moves,
+                self.stores,
+                dict(hosts),
+                # the outer bound is `timeout_s` from when the step is next (`ready`); each
+                # step before it on a loader thread took at most that, or prewarm gave up
+                answer_timeout_s=self.timeout_s * (self.ahead + 1),
+            )
             self._steps[(migration.id, index)] = (prewarm.start(), time.monotonic())
 
     def _steps_to_load(self, migration: Migration) -> list[int]:
@@ -300,6 +318,10 @@ class PrewarmedSteps:
             return set()
         self._restart_clock(migration)
         prewarm = pending[0]
+        if migration.prewarm_fallback:  # gave up meanwhile: its loads may still be running
+            self.drop(migration)
+            release_when_loaded(prewarm)
+            return set()
         if prewarm.error is not None:
             migration.prewarm_fallback = prewarm.error
             self.drop(migration)  # the steps loaded ahead then move plainly too
@@ -327,6 +349,12 @@ class PrewarmedSteps:
         """The migration ended or gave up prewarm: release the copies of steps that will
         not switch."""
         for key in [k for k in self._steps if k[0] == migration.id]:
+            release_when_loaded(self._steps.pop(key)[0])
+
+    def drop_all(self) -> None:
+        """The query restarted: every step's copies were loaded for its old run (each step
+        releases them under the run it loaded for)."""
+        for key in list(self._steps):
             release_when_loaded(self._steps.pop(key)[0])
 
 

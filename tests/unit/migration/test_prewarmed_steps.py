@@ -59,6 +59,7 @@ class PrewarmingInternals(FakeInternals):
         self.released: list[int] = []
         self.load_ids: list[str] = []  # the load id each prewarm call was given
         self.released_loads: list[str] = []  # the load id each release named
+        self.answer_timeouts: list[float | None] = []  # each load's wait for its answers
         self._prewarmer = FakePrewarmer(self)
 
     def prewarmer(self) -> FakePrewarmer:
@@ -68,9 +69,18 @@ class PrewarmingInternals(FakeInternals):
         return "127.0.0.1"
 
     def prewarm(
-        self, query: Any, bins: Any, target: str, host: str, stores: Any, *, load_id: str
+        self,
+        query: Any,
+        bins: Any,
+        target: str,
+        host: str,
+        stores: Any,
+        *,
+        load_id: str,
+        timeout_s: float | None = None,
     ) -> list[Any]:
         self.load_ids.append(load_id)
+        self.answer_timeouts.append(timeout_s)
         self.loads_may_finish.wait(10)
         if self.held_bins & set(bins):
             self.held_may_finish.wait(10)
@@ -212,12 +222,12 @@ def test_a_step_loaded_ahead_times_out_from_when_it_became_the_next_step() -> No
     """A step loading behind the one before it is not given up for the time it queued."""
     fake = PrewarmingInternals(8)
     fake.held_bins = {2}  # step 2's load ends only when the test says
-    mover = mover_for(fake, 8, prewarm_timeout_s=0.4)
+    mover = mover_for(fake, 8, prewarm_timeout_s=1.5)
     mover.boundary(0)
     migration = mover.submit(fluid_moves(fake, mover, [0, 2], "1"), prewarm=True)
     batch = drive(fake, mover, 0, 1)  # both steps start loading
     until(lambda: fake.loaded == [(0, "1")])
-    time.sleep(0.5)  # longer than the timeout since step 2 started
+    time.sleep(1.6)  # longer than the timeout since step 2 started
     batch = drive(fake, mover, batch, 1)  # step 1 switches: step 2 is next from now
     batch = drive(fake, mover, batch, 1)
     assert migration.prewarm_fallback == "" and migration.step == 1  # waiting for its load
@@ -242,6 +252,71 @@ def test_a_failed_step_releases_the_steps_loaded_ahead_of_it() -> None:
     until(lambda: sorted(fake.released) == [0, 2])  # step 2's copy is dropped too
     assert len(fake.load_ids) == 2  # step 3 never loaded
     assert [fake.coordinator[b] for b in (0, 2, 4)] == ["1", "1", "1"]
+
+
+def test_a_step_that_times_out_releases_the_steps_loaded_ahead_of_it() -> None:
+    fake = PrewarmingInternals(8)
+    fake.held_bins = {0}  # step 1's load does not end in time
+    mover = mover_for(fake, 8, prewarm_timeout_s=0.05)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    until(lambda: (2, "1") in fake.loaded)  # step 2 loaded ahead
+    time.sleep(0.1)
+    batch = drive(fake, mover, batch, 4)
+    assert "step 1's prewarm took over" in migration.prewarm_fallback
+    assert migration.phase == "Completed" and fake.switched == []  # step 2 moved plainly too
+    until(lambda: fake.released == [2])  # step 2's copy dropped; step 1's once it loads
+    fake.held_may_finish.set()
+    until(lambda: sorted(fake.released) == [0, 2])
+
+
+def test_a_step_loaded_ahead_waits_for_its_answers_behind_the_steps_before_it() -> None:
+    """The loads' own bound leaves the decision to the step's timeout from when it is next
+    (each step before it on a target's loader thread took at most that)."""
+    fake = PrewarmingInternals(8)
+    mover = mover_for(fake, 8, prewarm_timeout_s=100.0)
+    mover.boundary(0)
+    mover.submit(fluid_moves(fake, mover, [0, 2], "1"), prewarm=True)
+    drive(fake, mover, 0, 1)
+    until(lambda: len(fake.answer_timeouts) == 2)
+    assert fake.answer_timeouts == [300.0, 300.0]  # 100 s x (2 ahead + 1)
+
+
+def test_a_refusal_after_steps_were_loaded_ahead_releases_them_unswitched() -> None:
+    fake = PrewarmingInternals(8)
+    mover = mover_for(fake, 8)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2, 4], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    until(lambda: len(fake.loaded) == 2)
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    fake.refuses = "the session's settings changed"
+    batch = drive(fake, mover, batch, 1)  # step 1 switches; step 3 is refused
+    assert migration.prewarm_fallback == "the session's settings changed"
+    drive(fake, mover, batch, 4)
+    assert migration.phase == "Completed" and [b for b, _ in fake.switched] == [0]
+    until(lambda: fake.released == [2])  # loaded ahead, never switched
+    assert [fake.coordinator[b] for b in (0, 2, 4)] == ["1", "1", "1"]
+
+
+def test_a_restarted_query_releases_the_steps_loaded_for_its_old_run() -> None:
+    fake = PrewarmingInternals(8)
+    fake.held_bins = {0}
+    mover = mover_for(fake, 8)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2], "1"), prewarm=True)
+    batch = drive(fake, mover, 0, 1)
+    until(lambda: (2, "1") in fake.loaded)
+    mover.attach(FakeQuery())  # the query restarted: a new run id
+    assert migration.prewarm_fallback == "the query restarted: the steps left move the plain way"
+    assert mover._prewarmed._steps == {}
+    until(lambda: fake.released == [2])
+    fake.held_may_finish.set()
+    until(lambda: sorted(fake.released) == [0, 2])
+    drive(fake, mover, batch, 4)
+    assert migration.phase == "Completed" and fake.switched == []
+    assert [fake.coordinator[b] for b in (0, 2)] == ["1", "1"]
 
 
 def test_prewarm_ahead_below_one_step_is_refused() -> None:
