@@ -46,7 +46,7 @@ unit: $(STAMP) ## Unit tests only (seconds)
 	$(BIN)/pytest tests/unit -q
 
 test: lint $(JAR) ## Everything CI runs: lint, then all tests but the ones marked unstable or slow
-	$(BIN)/pytest -q -m "not unstable and not slow" -n 2 --dist loadgroup --durations=30
+	$(BIN)/pytest -q -m "not unstable and not slow" -n 2 --dist loadgroup --durations=0 --durations-min=10
 
 test-slow: $(STAMP) ## The long fault-injection runs (marked slow; docs/reliability.md)
 	$(BIN)/pytest -q -m slow

@@ -125,6 +125,12 @@ def _agent_environment_restored() -> Iterator[None]:
 # test that starts Spark lives in these folders or files (the fixture `spark` is used nowhere
 # else).
 SPARK_UNITS = {
+    # Two local-Spark files whose Spark runs in a subprocess of their own (no `spark`
+    # fixture, no standalone cluster) run after the cluster tests, in their unit: since
+    # 2026-11-27 16:30 the cluster unit took 10:20 alone, the local one ~24-27 min in CI.
+    # (File entries first: the first matching prefix decides.)
+    "tests/integration/embedded/test_bench_smoke.py": "spark-cluster",
+    "tests/integration/embedded/test_run_apply_status.py": "spark-cluster",
     "tests/integration/cluster/": "spark-cluster",
     "tests/integration/runtime/": "spark-local",
     "tests/integration/embedded/": "spark-local",

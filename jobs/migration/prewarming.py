@@ -4,12 +4,13 @@ the routing change), so the batch after the switch does not reload them from the
 checkpoint (docs/migration.md, "Prewarmed moves").
 
 `PrewarmedSteps` is the BinMover's part: it decides whether a step may switch at a
-boundary, starts the next step's loads, and switches a loaded step. One `StepPrewarm` per
-step: `start()` runs the loads in a thread, off the batch path (on each target's loader
-thread, which holds no task slot: the query keeps them all); a boundary switches the step
-only once `ready`, through `switch()` (re-point, top up to the version the next batch reads, hand the loaded copies
-over). Whatever cannot be prewarmed moves the plain way and says why: the helper jar is
-missing, the session's settings refuse it (`StatePrewarm.refusal`), or a load failed.
+boundary, starts the next steps' loads (`PREWARM_AHEAD` of them), and switches a loaded
+step. One `StepPrewarm` per step: `start()` runs the loads in a thread, off the batch path
+(on each target's loader thread, which holds no task slot: the query keeps them all); a
+boundary switches the step only once `ready`, through `switch()` (re-point, top up to the
+version the next batch reads, hand the loaded copies over). Whatever cannot be prewarmed
+moves the plain way and says why: the helper jar is missing, the session's settings refuse
+it (`StatePrewarm.refusal`), or a load failed.
 Nothing here decides *what* moves: the plan does.
 """
 
@@ -227,8 +228,9 @@ class PrewarmedSteps:
     `ahead` steps with moves load while the step before them runs: each target's loader
     thread takes its bins one after another, so with `ahead` > 1 it always has a step's
     bins queued and a step need not wait a batch or two for its own loads after the one
-    before it switched (docs/migration.md, "Loading ahead"). A step is loaded ahead only
-    when no earlier step still to switch moves one of its bins (its giver is then known)."""
+    before it switched (docs/migration.md, "Loading two steps ahead"). A step, and every one
+    after it, waits while an earlier step still to switch moves one of its bins (its giver
+    is that step's target)."""
 
     def __init__(
         self, internals: SparkInternals, stores: Stores, timeout_s: float, ahead: int = 1

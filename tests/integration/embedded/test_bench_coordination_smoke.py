@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 def test_smoke_run_reports_both_modes_and_their_ratio(spark: Any, tmp_path: Path) -> None:
     report = run_coordination_bench(
-        bins=4,
+        bins=2,  # one wave of tasks per stage on the session's 2 slots
         rows_per_batch=50,
         customers=20,
         batches=3,

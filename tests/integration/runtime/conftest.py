@@ -53,7 +53,9 @@ def labelling_job(delay_ms: float = 0.0) -> StreamJobSpec:
 
 @pytest.fixture
 def fraud_job() -> StreamJobSpec:
-    return small_fraud_job()
+    """Two bins on local[2]: each stateful stage runs in one wave of tasks (with 4, two),
+    and each operator still has parallel workers."""
+    return small_fraud_job(bins=2)
 
 
 @pytest.fixture
