@@ -315,10 +315,10 @@ class PrewarmedSteps:
     def switch(self, migration: Migration, batch_id: int) -> set[int]:
         """Switch the next step's loaded bins (re-pointed, topped up, handed their copies):
         the bins returned are re-pointed; the caller re-points the others plainly."""
+        self._restart_clock(migration)  # a gap step too: the step after it is next from now
         pending = self._steps.pop((migration.id, migration.step), None)
         if pending is None:
             return set()
-        self._restart_clock(migration)
         prewarm = pending[0]
         if migration.prewarm_fallback:  # gave up meanwhile: its loads may still be running
             self.drop(migration)

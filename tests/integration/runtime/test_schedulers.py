@@ -6,7 +6,7 @@ event), so it lands mid-batch. A FileFeed `lag` delays only the asynchronous del
 long-poll): every task reads the feed synchronously at its first check
 (`swivel.jobs.runtime.freshness`). So "customer-detector hears an hour late" means: the
 tasks that had started when the update was published finish the batch on the old version,
-every later task (the next wave, the next batch) starts on the new one.
+every later task (of this batch, or the next) starts on the new one.
 """
 
 from __future__ import annotations

@@ -237,6 +237,29 @@ def test_a_step_loaded_ahead_times_out_from_when_it_became_the_next_step() -> No
     assert (migration.phase, migration.prewarmed) == ("Completed", {0, 2})
 
 
+def test_after_a_gap_step_the_next_step_times_out_from_the_gap_s_boundary() -> None:
+    from swivel.controllers.migration import MigrationPlan, Move, Step
+
+    fake = PrewarmingInternals(4)
+    fake.held_bins = {2}  # step 3's load ends only when the test says
+    mover = mover_for(fake, 4, prewarm_timeout_s=1.5)
+    mover.boundary(0)
+    initial = tuple(fake.coordinator[b] for b in range(4))
+    steps = (Step((Move(0, "0", "1"),)), Step(()), Step((Move(2, "0", "1"),)))
+    migration = mover.submit(MigrationPlan(Strategy.FLUID, initial, steps), prewarm=True)
+    batch = drive(fake, mover, 0, 1)  # steps 1 and 3 start loading
+    until(lambda: fake.loaded == [(0, "1")])
+    batch = drive(fake, mover, batch, 1)  # step 1 switches
+    time.sleep(1.6)  # past the timeout since step 1's switch
+    batch = drive(fake, mover, batch, 1)  # the gap step: step 3 is next from now
+    batch = drive(fake, mover, batch, 1)
+    assert migration.prewarm_fallback == "" and migration.step == 2
+    fake.held_may_finish.set()
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    drive(fake, mover, batch, 3)
+    assert (migration.phase, migration.prewarmed) == ("Completed", {0, 2})
+
+
 def test_a_failed_step_releases_the_steps_loaded_ahead_of_it() -> None:
     fake = PrewarmingInternals(8)
     fake.failing_bins = {0}
