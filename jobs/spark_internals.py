@@ -219,10 +219,7 @@ class SparkInternals:
         load announces its answer through the block manager; call it off the batch path).
         `load_id` names the load for its release (default: a new one); `timeout_s` bounds
         the wait for its answers (default: the prewarmer's)."""
-        prewarmer = self.prewarmer()
-        if timeout_s is None:
-            return prewarmer.prewarm(query, bins, target, host, stores=stores, load_id=load_id)
-        return prewarmer.prewarm(
+        return self.prewarmer().prewarm(
             query, bins, target, host, stores=stores, load_id=load_id, timeout_s=timeout_s
         )
 

@@ -149,7 +149,7 @@ class StatePrewarm:
         *,
         stores: Sequence[tuple[int, str]] = ((0, STORE_DEFAULT),),
         version: int | None = None,
-        timeout_s: float = PREWARM_TIMEOUT_S,
+        timeout_s: float | None = None,
         load_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Load `bins` (every store) on executor `target` at state `version` (default: the
@@ -159,8 +159,9 @@ class StatePrewarm:
         query's tasks keep every slot while a bin downloads. A poll job every
         `PREWARM_POLL_S` catches an answer whose announcement failed. Blocks until every
         load has answered (call it from a thread, not from a batch); raises when they have
-        not after `timeout_s`, or when `target`'s block manager has been gone for
-        `PREWARM_LOST_ROUNDS` reads (the executor is lost). Per bin and store: `status`
+        not after `timeout_s` (None: `PREWARM_TIMEOUT_S`), or when `target`'s block manager
+        has been gone for `PREWARM_LOST_ROUNDS` reads (the executor is lost). Per bin and
+        store: `status`
         (`loaded`, `already-loaded` when the target holds the real provider,
         `wrong-executor`, `failed`, `no-load` when the target lost the load, `superseded`
         when another load of the bin replaced it), `load_ms`. `load_id` names this load
@@ -175,6 +176,8 @@ class StatePrewarm:
         )
         answers = {_store_key(r): r for r in started if r.get("status") != "loading"}
         waiting = {int(r["partition"]) for r in started if r.get("status") == "loading"}
+        if timeout_s is None:
+            timeout_s = PREWARM_TIMEOUT_S
         deadline = time.monotonic() + timeout_s
         last_poll = time.monotonic()
         gone = 0  # reads in a row that found `target`'s block manager unregistered

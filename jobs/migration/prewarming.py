@@ -233,7 +233,11 @@ class PrewarmedSteps:
     is that step's target)."""
 
     def __init__(
-        self, internals: SparkInternals, stores: Stores, timeout_s: float, ahead: int = 1
+        self,
+        internals: SparkInternals,
+        stores: Stores,
+        timeout_s: float,
+        ahead: int = PREWARM_AHEAD,
     ) -> None:
         if ahead < 1:
             raise ValueError(f"prewarm ahead must be at least 1 step, not {ahead}")
@@ -260,10 +264,9 @@ class PrewarmedSteps:
         if prewarm.ready:
             return True
         if time.monotonic() - since > self.timeout_s:
-            migration.prewarm_fallback = (
-                f"step {migration.step + 1}'s prewarm took over {self.timeout_s:.0f} s"
+            self._give_up(
+                migration, f"step {migration.step + 1}'s prewarm took over {self.timeout_s:.0f} s"
             )
-            self.drop(migration)  # the steps loaded ahead then move plainly too
             return True
         return False
 
@@ -280,8 +283,7 @@ class PrewarmedSteps:
             return
         reason = prewarm_refusal(self.internals, query)
         if reason is not None:
-            migration.prewarm_fallback = reason
-            self.drop(migration)
+            self._give_up(migration, reason)
             return
         for index in indices:
             moves = migration.plan.steps[index].moves
@@ -320,20 +322,15 @@ class PrewarmedSteps:
         if pending is None:
             return set()
         prewarm = pending[0]
-        if migration.prewarm_fallback:  # gave up meanwhile: its loads may still be running
-            self.drop(migration)
+        if migration.prewarm_fallback or prewarm.error is not None:
+            # gave up meanwhile, or its loads failed: what did load must not stay loaded
+            self._give_up(migration, prewarm.error or migration.prewarm_fallback)
             release_when_loaded(prewarm)
-            return set()
-        if prewarm.error is not None:
-            migration.prewarm_fallback = prewarm.error
-            self.drop(migration)  # the steps loaded ahead then move plainly too
-            release_when_loaded(prewarm)  # the bins that did load must not stay loaded
             return set()
         try:
             statuses = prewarm.switch(batch_id)
         except Exception as error:  # re-pointed or not, the caller re-points them plainly
-            migration.prewarm_fallback = f"step {migration.step + 1}'s switch failed: {error}"
-            self.drop(migration)
+            self._give_up(migration, f"step {migration.step + 1}'s switch failed: {error}")
             return set()
         migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
         migration.prewarm_ms.append(prewarm.load_ms)
@@ -342,10 +339,16 @@ class PrewarmedSteps:
 
     def _restart_clock(self, migration: Migration) -> None:
         """The step after the one switching is now the next: its timeout counts from now."""
-        for key, (prewarm, since) in self._steps.items():
+        for key, (prewarm, _) in self._steps.items():
             if key[0] == migration.id and key[1] > migration.step:
-                self._steps[key] = (prewarm, max(since, time.monotonic()))
+                self._steps[key] = (prewarm, time.monotonic())
                 return
+
+    def _give_up(self, migration: Migration, reason: str) -> None:
+        """Prewarm ends for the migration: its steps left move the plain way, and the steps
+        loading ahead release their copies. The first reason given is the one kept."""
+        migration.prewarm_fallback = migration.prewarm_fallback or reason
+        self.drop(migration)
 
     def drop(self, migration: Migration) -> None:
         """The migration ended or gave up prewarm: release the copies of steps that will
