@@ -84,6 +84,9 @@ class Migration:
     # per switched step, why its top-ups did not replay from its givers' fresh snapshots
     # (None: they did; StepPrewarm.snapshot_ahead)
     snapshots_ahead: list[str | None] = field(default_factory=list)
+    # per switched step, its top-up at the boundary: the slowest target's ms and how each
+    # copy was brought to the switch's version (StepPrewarm.topup)
+    topups: list[dict[str, Any]] = field(default_factory=list)
     # per step applied by this driver, how long the boundary that applied it took (ms, the
     # hook from its call to its return, inside the switching batch's foreachBatch, so part
     # of that batch's duration): the part of its latency that is the switch itself

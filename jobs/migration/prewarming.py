@@ -67,6 +67,9 @@ class StepPrewarm:
     # how long its loads' answers are waited for (None: the prewarmer's default); a step
     # loaded ahead queues behind the steps before it on each target's loader thread
     answer_timeout_s: float | None = None
+    # its switch's top-up: the slowest copy's ms and how the copies were topped up
+    # ("replayed N" versions in place, "reopened: why", "current")
+    topup: dict[str, Any] = field(default_factory=dict)
     _done: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> StepPrewarm:
@@ -205,6 +208,10 @@ class StepPrewarm:
         results = self.internals.switch_prewarmed(
             self.query, moves, self.stores(), version=batch_id + 1
         )
+        self.topup = {
+            "ms": max((float(r.get("topup_ms", 0.0)) for r in results), default=0.0),
+            "how": sorted({str(r["topup"]) for r in results if "topup" in r}),
+        }
         statuses: dict[int, str] = {}
         for result in results:
             bin_id = int(result["partition"])
@@ -335,6 +342,7 @@ class PrewarmedSteps:
         migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
         migration.prewarm_ms.append(prewarm.load_ms)
         migration.snapshots_ahead.append(prewarm.snapshot_ahead)
+        migration.topups.append(prewarm.topup)
         return set(statuses)
 
     def _restart_clock(self, migration: Migration) -> None:

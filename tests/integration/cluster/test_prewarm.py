@@ -371,6 +371,12 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         # the giver snapshotted the bin, and maintenance (every second here) uploaded it
         # before the switch: the top-up replayed a version or two
         assert migration.snapshots_ahead == [None], migration.snapshots_ahead
+        # the switch topped the copy up in place: it replayed only the changelogs of the
+        # versions it missed, without reopening the database (ChangelogCatchUp)
+        [topup] = migration.topups
+        assert topup["how"] and all(
+            how.startswith("replayed ") or how == "current" for how in topup["how"]
+        ), topup
         assert moved_away, "no checkpoint file of the bin was found to move away"
         first = watch["switched_at"] + 1
         workload.wait_for_batch(first)

@@ -296,6 +296,8 @@ class SizeRun:
                 "prewarm_ms": migration.prewarm_ms,  # per step: its loads, and the upload wait
                 # per step, why its top-ups replayed from older snapshots (None: they did not)
                 "snapshots_ahead": migration.snapshots_ahead,
+                # per step: its switch's top-up (slowest copy's ms; replayed or reopened)
+                "topups": migration.topups,
             }
         moved_into = moved_in(migration)
         started_at: float | None = None

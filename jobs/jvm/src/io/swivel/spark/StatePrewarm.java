@@ -82,7 +82,7 @@ public final class StatePrewarm {
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 7;
+  public static final int API = 8;
 
   /**
    * A failure switch for tests: a session setting naming a file; a load started while it is
@@ -658,18 +658,22 @@ public final class StatePrewarm {
      * rollback that throws the loaded version away, `release()` keeps it.
      */
     private void loadShadow(Spec spec) throws Exception {
-      StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
-      StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
-      KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
-      ReadStateStore store = StateStore$.MODULE$.getReadOnly(spec.shadow(), keySchema,
-          valueSchema, encoder, spec.version, Option.empty(), Option.empty(),
-          spec.columnFamilies, storeConf, new Configuration(hadoopConf.value()),
-          spec.columnFamilies);
+      ReadStateStore store = openShadow(spec, spec.version);
       if (loaded(spec.shadow()) instanceof RocksDBStateStoreProvider) {
         store.release();
       } else {
         store.abort();
       }
+    }
+
+    /** A read store of the shadow copy at `version` (loaded first where it is not). */
+    private ReadStateStore openShadow(Spec spec, long version) throws Exception {
+      StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
+      StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
+      KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
+      return StateStore$.MODULE$.getReadOnly(spec.shadow(), keySchema, valueSchema, encoder,
+          version, Option.empty(), Option.empty(), spec.columnFamilies, storeConf,
+          new Configuration(hadoopConf.value()), spec.columnFamilies);
     }
 
     private String activate(Spec spec, Json out) throws Exception {
@@ -678,8 +682,9 @@ public final class StatePrewarm {
       StateStoreProviderId shadow = spec.shadow();
       if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
         long start = System.nanoTime();
-        loadShadow(spec);
-        out.put("topup_ms", (System.nanoTime() - start) / 1e6).put("topup_version", spec.version);
+        String how = topUp(spec);
+        out.put("topup_ms", (System.nanoTime() - start) / 1e6).put("topup_version", spec.version)
+            .put("topup", how);
       }
       HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
       StateStoreProvider leftover = null;
@@ -709,6 +714,35 @@ public final class StatePrewarm {
             .put("forwarder_fixed", renameForwarder(moved, real));
       }
       return out.toString();
+    }
+
+    /**
+     * Brings the shadow RocksDB copy to `spec.version`: in place when its changelogs allow
+     * (`ChangelogCatchUp`: only the versions it misses are read), otherwise by Spark's own
+     * load, which reopens the database from the bin's newest snapshot. Says which: `current`,
+     * `replayed N` (versions) or `reopened: <why not in place>`.
+     */
+    private String topUp(Spec spec) throws Exception {
+      RocksDB db = rocksDbOf(loaded(spec.shadow()));
+      long from = db == null ? -1 : db.loadedVersion();
+      if (from == spec.version) {
+        return "current";
+      }
+      String why = db == null ? "no database" : ChangelogCatchUp.refusal(db, from, spec.version);
+      if (why == null) {
+        // a read store at the version it holds: acquires the instance, reloads nothing
+        ReadStateStore held = openShadow(spec, from);
+        try {
+          ChangelogCatchUp.replay(db, from, spec.version);
+          return "replayed " + (spec.version - from);
+        } catch (Exception e) {  // it then holds nothing: the load below reopens it whole
+          why = "replay failed: " + describe(e);
+        } finally {
+          held.release();
+        }
+      }
+      loadShadow(spec);
+      return "reopened: " + why;
     }
 
     private String probe(Spec spec, Json out) throws Exception {
@@ -920,20 +954,27 @@ public final class StatePrewarm {
   }
 
   /**
-   * The version a RocksDB provider's database holds (-1: none, or not RocksDB). Read without
-   * `rocksDB()`, which would create the database of a provider that has none yet.
+   * The version a RocksDB provider's database holds (-1: none, or not RocksDB).
    */
   static long rocksDbVersion(StateStoreProvider provider) {
+    RocksDB db = rocksDbOf(provider);
+    return db == null ? -1 : db.loadedVersion();
+  }
+
+  /**
+   * A RocksDB provider's database, or null (none yet, not RocksDB, or not readable). Read
+   * without `rocksDB()`, which would create the database of a provider that has none yet.
+   */
+  static RocksDB rocksDbOf(StateStoreProvider provider) {
     if (!(provider instanceof RocksDBStateStoreProvider)) {
-      return -1;
+      return null;
     }
     try {
       Field field = RocksDBStateStoreProvider.class.getDeclaredField("rocksDB");
       field.setAccessible(true);
-      Object db = field.get(provider);
-      return db == null ? -1 : ((RocksDB) db).loadedVersion();
+      return (RocksDB) field.get(provider);
     } catch (ReflectiveOperationException | RuntimeException e) {
-      return -1;
+      return null;
     }
   }
 
