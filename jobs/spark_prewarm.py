@@ -27,8 +27,9 @@ streaming aggregations, dedup, (flat)mapGroupsWithState, applyInPandasWithState)
 schemas are read from the checkpoint, and transformWithState's column-family stores (schema
 v3, Swivel's keyed operators), opened as the operator opens them. On RocksDB a loaded
 database is reused only at the exact version a task asks for, so `switch` first tops the
-copy up to the version the next batch reads (in the same task on the target, from the
-local files it already holds plus the changelogs since). `refusal()` names the settings
+copy up to the version the next batch reads (in the same task on the target: it replays the
+changelogs of the versions since its load into the open database, `ChangelogCatchUp`;
+where it cannot, Spark's own load reopens it). `refusal()` names the settings
 under which no prewarm is safe; callers then move bins the plain way.
 """
 

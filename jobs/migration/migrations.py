@@ -81,9 +81,6 @@ class Migration:
     prewarmed: set[int] = field(default_factory=set)
     prewarm_fallback: str = ""
     prewarm_ms: list[float] = field(default_factory=list)  # per switched step, its loads
-    # per switched step, why its top-ups did not replay from its givers' fresh snapshots
-    # (None: they did; StepPrewarm.snapshot_ahead)
-    snapshots_ahead: list[str | None] = field(default_factory=list)
     # per switched step, its top-up at the boundary: the slowest target's ms and how each
     # copy was brought to the switch's version (StepPrewarm.topup)
     topups: list[dict[str, Any]] = field(default_factory=list)

@@ -30,13 +30,8 @@ from swivel.jobs.spark_prewarm import LOAD_GONE, new_load_id
 
 Stores = Callable[[], list[tuple[int, str]]]
 
-# A step whose givers snapshot ahead switches once maintenance has uploaded those snapshots
-# (their top-ups then replay a version or two), waiting at most one maintenance interval
-# and a second; with an interval above this (Spark's default is 60 s) it does not wait.
-UPLOAD_WAIT_MAX_S = 15.0
 # a load's answers that end its step's prewarm: the step then moves the plain way
 LOAD_FAILED = ("failed", *LOAD_GONE)
-UPLOAD_CHECK_S = 0.2
 # steps whose bins load ahead of their switch (the next one and those after it)
 PREWARM_AHEAD = 2
 
@@ -60,8 +55,6 @@ class StepPrewarm:
     hosts: dict[str, str]
     error: str | None = None
     load_ms: float = 0.0
-    # None: the givers snapshotted the bins and maintenance uploaded them before the switch
-    snapshot_ahead: str | None = None
     # names the step's loads on every target: its release drops them and no later step's
     load_id: str = field(default_factory=new_load_id)
     # how long its loads' answers are waited for (None: the prewarmer's default); a step
@@ -102,8 +95,6 @@ class StepPrewarm:
         """Load the step's bins on all its targets at once (each target's loads run on its
         own loader thread), and wait for every answer."""
         began = time.monotonic()
-        asked_at = self._committed_version()
-        self.snapshot_ahead = self._snapshot_givers()
         try:
             answers = self._on_targets(
                 lambda target, bins: self.internals.prewarm(
@@ -122,84 +113,16 @@ class StepPrewarm:
                     first = failed[0]
                     why = first.get("error") or f"the target answered {first.get('status')}"
                     raise RuntimeError(f"bin {first.get('partition')}: {why}")
-            if self.snapshot_ahead is None and asked_at is not None:
-                self.snapshot_ahead = self._await_uploads(asked_at)
         except Exception as error:  # the step then moves the plain way
             self.error = f"prewarm failed: {error}"
         finally:
             self.load_ms = round((time.monotonic() - began) * 1e3, 1)
             self._done.set()
 
-    def _snapshot_givers(self) -> str | None:
-        """Ask each giver to snapshot the step's bins at its next commit (RocksDB with
-        changelogs): the switch's top-up on the target replays the changelogs since the
-        bin's newest uploaded snapshot, and that is then a version or two old, not up to
-        `minDeltasForSnapshot`. None when asked; otherwise why not (the top-up then replays
-        from the bin's own last snapshot, as without)."""
-        try:
-            phases = self.internals.snapshot_phases()
-            reason = phases.applies(self.query)
-            if reason is not None:
-                return reason
-            givers: dict[str, list[int]] = {}
-            for move in self.moves:
-                givers.setdefault(move.source, []).append(move.bin)
-            report = phases.snapshot_next(self.query, givers)
-        except Exception as error:  # only the top-up's length depends on it
-            return f"{type(error).__name__}: {error}"
-        if report.missed:
-            return f"no task reached giver(s) {', '.join(report.missed)}"
-        return None
-
-    def _committed_version(self) -> int | None:
-        try:
-            return int(self.internals.prewarmer().committed_version(self.query))
-        except Exception:  # no batch yet: nothing to wait for
-            return None
-
-    def _await_uploads(self, asked_at: int) -> str | None:
-        """Wait until every bin of the step has a snapshot newer than `asked_at` in the
-        checkpoint (the one its giver took at its next commit, once maintenance uploaded
-        it): at most one batch (the giver's next commit, when the loads ended before it), one
-        maintenance interval and a second. None when they all have; otherwise why not (their
-        top-ups then replay from the bins' earlier snapshots)."""
-        try:
-            return self._wait_for_uploads(asked_at)
-        except Exception as error:  # only the top-up's length depends on it
-            return f"{type(error).__name__}: {error}"
-
-    def _wait_for_uploads(self, asked_at: int) -> str | None:
-        phases = self.internals.snapshot_phases()
-        interval = phases.maintenance_interval_s(self.query)
-        if interval + 1.0 > UPLOAD_WAIT_MAX_S:
-            return (
-                f"maintenance every {interval:.0f} s: the switch does not wait for the "
-                "givers' snapshots to be uploaded"
-            )
-        watch = phases.upload_watch(self.query, self.stores())
-        missing = {move.bin for move in self.moves}
-        bound = min(interval + 1.0 + self._batch_s(), UPLOAD_WAIT_MAX_S)
-        deadline = time.monotonic() + bound
-        while True:
-            missing -= watch.uploaded_after(sorted(missing), asked_at)  # each bin until it has
-            if not missing:
-                return None
-            if time.monotonic() > deadline:
-                return (
-                    f"bins {sorted(missing)}: no snapshot newer than version {asked_at} was "
-                    f"uploaded within {bound:.1f} s"
-                )
-            time.sleep(UPLOAD_CHECK_S)
-
-    def _batch_s(self) -> float:
-        """How long the query's last batch took (0 when unknown): a step whose loads end
-        fast waits for its givers' next commit before maintenance can upload."""
-        progress = self.query.lastProgress or {}
-        return float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1e3
-
     def switch(self, batch_id: int) -> dict[int, str]:
         """At the boundary after `batch_id`: re-point the step's bins and hand each its loaded
-        copy, topped up to version `batch_id + 1` (the one the next batch reads). The
+        copy, topped up to version `batch_id + 1` (the one the next batch reads; on RocksDB
+        by replaying in place the changelogs of the versions since its load). The
         targets switch at once, in one Spark job with a task per bin on its target: the
         boundary is on the batch path, and one target's top-up need not wait for another's.
         Returns the activation status per bin (`activated`; `no-shadow`: it reloads as
@@ -341,7 +264,6 @@ class PrewarmedSteps:
             return set()
         migration.prewarmed.update(b for b, status in statuses.items() if status == "activated")
         migration.prewarm_ms.append(prewarm.load_ms)
-        migration.snapshots_ahead.append(prewarm.snapshot_ahead)
         migration.topups.append(prewarm.topup)
         return set(statuses)
 

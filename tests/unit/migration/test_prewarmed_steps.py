@@ -14,7 +14,6 @@ import pytest
 
 from swivel.controllers.migration import Strategy, plan_migration
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.spark_snapshot_phases import PhaseReport
 from tests.unit.migration.test_executor import FakeInternals, FakeQuery, drive
 
 
@@ -27,9 +26,6 @@ class FakePrewarmer:
 
     def refusal(self, query: Any) -> str | None:
         return self.owner.refuses
-
-    def committed_version(self, query: Any) -> int:
-        return self.owner.committed
 
     def release(
         self, query: Any, bins: Any, target: str, host: str, *, load_id: str, **_: Any
@@ -45,7 +41,6 @@ class PrewarmingInternals(FakeInternals):
     def __init__(self, bins: int) -> None:
         super().__init__(bins)
         self.jar_built = True
-        self.committed = 5  # the version the last batch committed
         self.refuses: str | None = None
         self.load_fails = False  # the load raises (the executor was lost)
         self.load_answer = "loaded"  # what the executor's loader thread answered
@@ -98,7 +93,11 @@ class PrewarmingInternals(FakeInternals):
         for b, target, host in moves:
             self.set_location(query, b, target, host, stores)
             self.switched.append((b, version))
-        return [{"partition": b, "status": "activated"} for b, _, _ in moves]
+        # the helper's answer: each copy topped up in place to `version` (ChangelogCatchUp)
+        return [
+            {"partition": b, "status": "activated", "topup_ms": 12.5 + b, "topup": "replayed 2"}
+            for b, _, _ in moves
+        ]
 
 
 def mover_for(fake: PrewarmingInternals, bins: int, **options: Any) -> BinMover:
@@ -468,131 +467,18 @@ def test_a_reconfiguration_prewarms_unless_it_says_false() -> None:
     assert MigrationSpec.model_validate({"prewarm": False}).prewarm is False
 
 
-class GiverSnapshots:
-    """Snapshot phases that apply (RocksDB with changelogs) and record what givers were asked
-    to snapshot, and which loads had run by then."""
-
-    def __init__(self, owner: PrewarmingInternals, missed: tuple[str, ...] = ()) -> None:
-        self.owner = owner
-        self.missed = list(missed)
-        self.asked: list[tuple[dict[str, list[int]], list[tuple[int, str]]]] = []
-        self.maintenance_s = 0.5
-        self.uploaded = threading.Event()  # maintenance uploaded the givers' snapshots
-        self.uploaded.set()
-        self.upload_checks: list[int] = []  # the version each check asked to be passed
-
-    def maintenance_interval_s(self, query: Any) -> float:
-        return self.maintenance_s
-
-    def upload_watch(self, query: Any, stores: Any) -> GiverSnapshots:
-        return self
-
-    def uploaded_after(self, bins: list[int], version: int) -> set[int]:
-        self.upload_checks.append(version)
-        return set(bins) if self.uploaded.is_set() else set()
-
-    def applies(self, query: Any) -> str | None:
-        return None
-
-    def offset(self, query: Any) -> PhaseReport:
-        return PhaseReport(every=10)
-
-    def snapshot_next(self, query: Any, givers: dict[str, list[int]]) -> PhaseReport:
-        self.asked.append((dict(givers), list(self.owner.loaded)))
-        return PhaseReport(every=10, stores=1, offset=1, missed=self.missed)
-
-
-@pytest.mark.parametrize("missed", [(), ("0",)])
-def test_the_givers_snapshot_the_step_s_bins_before_it_loads(missed: tuple[str, ...]) -> None:
+def test_each_switched_step_records_its_top_up() -> None:
+    """The switch's top-up is on the batch path: per step, the slowest copy's time and how
+    the copies were brought to the switch's version (replayed in place, or reopened and why)."""
     fake = PrewarmingInternals(4)
-    phases = GiverSnapshots(fake, missed)
-    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
-    fake.loads_may_finish.clear()
-    mover, migration = prewarmed_move_of_bin_0(fake)
-    batch = drive(fake, mover, 0, 1)  # the step's prewarm starts
-    fake.loads_may_finish.set()
-    until(lambda: fake.loaded == [(0, "1")])
-    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
-    assert phases.asked == [({"0": [0]}, [])]  # bin 0's giver, before any load
-    ((step, _),) = mover._prewarmed._steps.values()
-    assert step.snapshot_ahead == ("no task reached giver(s) 0" if missed else None)
-    assert phases.upload_checks == ([] if missed else [5])  # newer than when it asked
-    drive(fake, mover, batch, 3)
-    assert migration.phase == "Completed" and migration.prewarmed == {0}
-
-
-def test_a_step_switches_once_the_givers_snapshots_are_uploaded() -> None:
-    """Its top-up then replays a version or two, not up to an interval of changelogs."""
-    fake = PrewarmingInternals(4)
-    phases = GiverSnapshots(fake)
-    phases.uploaded.clear()
-    phases.maintenance_s = 10.0  # a bound far off: the upload ends the wait
-    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
-    mover, migration = prewarmed_move_of_bin_0(fake)
-    batch = drive(fake, mover, 0, 1)  # the step's prewarm starts and loads at once
-    until(lambda: fake.loaded == [(0, "1")])
-    until(lambda: len(phases.upload_checks) >= 2)
-    batch = drive(fake, mover, batch, 2)
-    assert fake.switched == []  # loaded, but the snapshot is not uploaded yet
-    phases.uploaded.set()
-    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
-    ((step, _),) = mover._prewarmed._steps.values()
-    assert step.snapshot_ahead is None
-    drive(fake, mover, batch, 3)
-    assert migration.phase == "Completed" and migration.prewarmed == {0}
-    assert migration.snapshots_ahead == [None]
-
-
-@pytest.mark.parametrize("maintenance_s", [0.2, 60.0])
-def test_a_step_does_not_wait_past_one_maintenance_interval(
-    maintenance_s: float, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With an upload that does not come, the step switches after one batch (the givers'
-    next commit), one maintenance interval and a second; with Spark's default interval
-    (60 s) it does not wait at all. Either way the reason is recorded."""
-    monkeypatch.setattr(FakeQuery, "lastProgress", {"durationMs": {"triggerExecution": 500}})
-    fake = PrewarmingInternals(4)
-    phases = GiverSnapshots(fake)
-    phases.uploaded.clear()
-    phases.maintenance_s = maintenance_s
-    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
-    mover, migration = prewarmed_move_of_bin_0(fake)
-    started = time.monotonic()
-    batch = drive(fake, mover, 0, 1)
-    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()), timeout=5.0)
-    waited = time.monotonic() - started
-    ((step, _),) = mover._prewarmed._steps.values()
-    if maintenance_s > 10:
-        assert step.snapshot_ahead is not None and "does not wait" in step.snapshot_ahead
-        assert phases.upload_checks == []
-    else:
-        assert step.snapshot_ahead == (
-            "bins [0]: no snapshot newer than version 5 was uploaded within 1.7 s"
-        )
-        assert waited >= 1.7 and len(phases.upload_checks) >= 3  # it did wait, and look
-    drive(fake, mover, batch, 3)
-    assert (migration.phase, migration.prewarmed, migration.prewarm_fallback) == (
-        "Completed",
-        {0},
-        "",
-    )
-    assert migration.snapshots_ahead == [step.snapshot_ahead]
-
-
-def test_a_failing_upload_check_costs_the_wait_not_the_prewarm() -> None:
-    """Only the top-up's length depends on the givers' snapshots: an error reading the
-    checkpoint is recorded, and the step still switches onto its loaded copy."""
-    fake = PrewarmingInternals(4)
-    phases = GiverSnapshots(fake)
-
-    def unreadable(*_: Any) -> set[int]:
-        raise OSError("listing denied")
-
-    phases.uploaded_after = unreadable  # type: ignore[method-assign]
-    fake.snapshot_phases = lambda: phases  # type: ignore[method-assign]
-    mover, migration = prewarmed_move_of_bin_0(fake)
+    mover = mover_for(fake, 4)
+    mover.boundary(0)
+    migration = mover.submit(fluid_moves(fake, mover, [0, 2], "1"), prewarm=True)
     batch = drive(fake, mover, 0, 1)
     until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
-    drive(fake, mover, batch, 3)
-    assert (migration.prewarmed, migration.prewarm_fallback) == ({0}, "")
-    assert migration.snapshots_ahead == ["OSError: listing denied"]
+    drive(fake, mover, batch, 6)
+    assert migration.phase == "Completed", migration.to_dict()
+    assert migration.topups == [
+        {"ms": 12.5, "how": ["replayed 2"]},
+        {"ms": 14.5, "how": ["replayed 2"]},
+    ]

@@ -8,15 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
-
 from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
-from swivel.jobs.spark_snapshot_phases import (
-    HelperUnavailableError,
-    PhaseReport,
-    newest_snapshot,
-    store_folder,
-)
+from swivel.jobs.spark_snapshot_phases import HelperUnavailableError, PhaseReport
 
 
 class FakePhases:
@@ -158,23 +151,3 @@ def test_a_pass_still_running_for_a_restarted_query_records_nothing() -> None:
     fake.fails = False
     at(keeper, 1)
     assert fake.passes == ["q2"] and keeper.passes == 1
-
-
-@pytest.mark.parametrize(
-    ("names", "newest"),
-    [
-        (["10.zip", "11.changelog", "12.changelog", ".10.zip.crc"], 10),
-        (["10.zip", "60.zip", "61.changelog"], 60),
-        (["10_0f3a.zip", "x.zip", ".11.zip.1b2c.tmp"], -1),  # v2 ids, strays, temp files
-        ([], -1),
-    ],
-)
-def test_the_newest_snapshot_of_a_store_folder(names: list[str], newest: int) -> None:
-    assert newest_snapshot(names) == newest
-
-
-def test_a_store_folder_as_spark_names_it() -> None:
-    assert store_folder("/ck/state", 0, 7, "default") == "/ck/state/0/7"
-    assert store_folder("/ck/state", 2, 7, "left-keyToNumValues") == (
-        "/ck/state/2/7/left-keyToNumValues"
-    )

@@ -293,9 +293,7 @@ class SizeRun:
         if prewarm:
             extra |= {
                 "bins_prewarmed": len(migration.prewarmed),
-                "prewarm_ms": migration.prewarm_ms,  # per step: its loads, and the upload wait
-                # per step, why its top-ups replayed from older snapshots (None: they did not)
-                "snapshots_ahead": migration.snapshots_ahead,
+                "prewarm_ms": migration.prewarm_ms,  # per step: its loads (queued ones included)
                 # per step: its switch's top-up (slowest copy's ms; replayed or reopened)
                 "topups": migration.topups,
             }

@@ -23,15 +23,9 @@
  */
 package io.swivel.spark;
 
-import java.io.FileNotFoundException;
-import java.io.IOException;
 import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
-
-import org.apache.hadoop.fs.FileStatus;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
@@ -47,8 +41,8 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
 
 public final class SnapshotPhases {
-  /** Bumped when the wire format of `run` or `fileNames` changes; the Python side checks it. */
-  public static final int API = 4;
+  /** Bumped when the wire format of `run` changes; the Python side checks it. */
+  public static final int API = 5;
 
   private static final String LAST_SNAPSHOT =
       "org$apache$spark$sql$execution$streaming$state$RocksDB$$lastSnapshotVersion";
@@ -66,21 +60,17 @@ public final class SnapshotPhases {
   }
 
   /**
-   * One task per `executors` entry "executorId\thost[\tpartition,partition...]", preferring
-   * exactly that executor. `mode` "phase": each offsets the RocksDB stores of checkpoint
-   * `root` loaded there into their phase. `mode` "next": each makes the listed partitions'
-   * stores take a snapshot at their next commit (a giver's bins ahead of a prewarmed switch:
-   * the switch's top-up then replays from that snapshot). Returns one JSON object per entry:
-   * `stores` seen, `offset` (changed now), `in_phase` (already were), or `wrong-executor`
-   * when the task ran elsewhere.
+   * One task per `executors` entry "executorId\thost", preferring exactly that executor:
+   * each offsets the RocksDB stores of checkpoint `root` loaded there into their phase.
+   * Returns one JSON object per entry: `stores` seen, `offset` (changed now), `in_phase`
+   * (already were), or `wrong-executor` when the task ran elsewhere.
    */
   public static List<String> run(SparkContext sc, List<String> executors, String root,
-      String runId, String mode) {
+      String runId) {
     List<Tuple2<String[], scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String entry : executors) {
       String[] parts = entry.split("\t", -1);
-      String partitions = parts.length > 2 ? parts[2] : "";
-      String[] spec = {parts[0], root, runId, mode, partitions};
+      String[] spec = {parts[0], root, runId};
       List<String> where = new ArrayList<>();
       where.add("executor_" + parts[1] + "_" + parts[0]);
       items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
@@ -95,43 +85,6 @@ public final class SnapshotPhases {
     } finally {
       sc.setLocalProperty("spark.job.description", description);
     }
-  }
-
-  /**
-   * Driver side: the names of the files in each of `folders`, as one string: a line per
-   * folder, in order, its names joined by '/'; an empty line for a folder that does not exist
-   * (yet). A name holding '/' or a line break is left out (no snapshot's name does). One call
-   * and one string for all of them: listed from Python, each file's name took three py4j
-   * round trips (~150 ms, ~80 ms of them the driver's Python CPU, to check two folders of 120
-   * changelogs), and even a returned list costs a round trip per element; a prewarmed step's
-   * wait for its givers' snapshots lists its bins' folders every 0.2 s.
-   */
-  public static String fileNames(FileSystem fs, List<String> folders) throws IOException {
-    StringBuilder listed = new StringBuilder();
-    for (int i = 0; i < folders.size(); i++) {
-      if (i > 0) {
-        listed.append('\n');
-      }
-      FileStatus[] statuses;
-      try {
-        statuses = fs.listStatus(new Path(folders.get(i)));
-      } catch (FileNotFoundException e) {
-        continue;  // not created yet: no snapshot in it
-      }
-      boolean first = true;
-      for (FileStatus status : statuses) {
-        String name = status.getPath().getName();
-        if (name.indexOf('/') >= 0 || name.indexOf('\n') >= 0 || name.indexOf('\r') >= 0) {
-          continue;
-        }
-        if (!first) {
-          listed.append('/');
-        }
-        listed.append(name);
-        first = false;
-      }
-    }
-    return listed.toString();
   }
 
   /**
@@ -164,13 +117,6 @@ public final class SnapshotPhases {
       }
       String root = spec[1];
       String runId = spec[2];
-      boolean snapshotNext = "next".equals(spec[3]);
-      java.util.Set<Integer> listed = new java.util.HashSet<>();
-      for (String part : spec[4].split(",")) {
-        if (!part.isEmpty()) {
-          listed.add(Integer.parseInt(part));
-        }
-      }
       List<Tuple2<StateStoreProviderId, StateStoreProvider>> found = new ArrayList<>();
       HashMap<StateStoreProviderId, StateStoreProvider> providers =
           StatePrewarm.loadedProviders();
@@ -198,17 +144,8 @@ public final class SnapshotPhases {
         }
         RocksDB db = (RocksDB) held;
         int every = db.conf().minDeltasForSnapshot();  // the store's own interval
-        int partition = id.storeId().partitionId();
-        if (snapshotNext) {
-          if (listed.contains(partition)) {
-            stores++;
-            offset++;
-            setLast(db, () -> db.loadedVersion() + 1 - every);
-          }
-          continue;
-        }
         stores++;
-        int phase = partition % every;
+        int phase = id.storeId().partitionId() % every;
         if (Math.floorMod(lastField.getLong(db), (long) every) == phase) {
           inPhase++;
           continue;
