@@ -85,7 +85,9 @@ class StepPrewarm:
         """`call(target, bins)` for every target of the step at once, one thread each (each
         target's work runs on its own executor), in target order."""
         targets = sorted(self._by_target().items())
-        with ThreadPoolExecutor(max_workers=len(targets) or 1) as pool:
+        with ThreadPoolExecutor(
+            max_workers=len(targets) or 1, thread_name_prefix="swivel-prewarm-target"
+        ) as pool:
             return list(pool.map(lambda item: call(*item), targets))
 
     def _host(self, executor: str) -> str:

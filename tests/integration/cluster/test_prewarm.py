@@ -302,20 +302,24 @@ def rocksdb_files(store: Path, version: int) -> list[Path]:
     return found
 
 
+@pytest.mark.parametrize("in_place", [True, False], ids=["replayed", "reopened"])
 def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
-    prewarm_spark: Any, tmp_path: Path
+    prewarm_spark: Any, tmp_path: Path, in_place: bool
 ) -> None:
     """The product path for Swivel's own kind of operator (transformWithState on RocksDB with
     changelog checkpointing): `BinMover.submit(plan, prewarm=True)` loads the bin on its
     target while the owner serves it, and switches it at the first boundary after, topped up
     to the version the next batch reads. Right after that switch every checkpoint file of the
     bin is moved away: its first batch on the target runs on the loaded copy, or it fails. A
-    control bin re-pointed plainly at the same boundary reloads from the checkpoint."""
+    control bin re-pointed plainly at the same boundary reloads from the checkpoint. The
+    switch tops the copy up in place; with the helper's failure switch set it falls back to
+    Spark's reopening load, and both hand over the same state."""
     session = prewarm_spark.newSession()
     for key, value in {
         **ROCKSDB_CONF,
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
         "spark.sql.shuffle.partitions": str(BINS),
+        "swivel.prewarm.test.refuseReplay": str(not in_place).lower(),
     }.items():
         session.conf.set(key, value)
     internals = SparkInternals(session)
@@ -369,11 +373,11 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         assert migration.phase == "Completed", migration.to_dict()
         assert (migration.prewarmed, migration.prewarm_fallback) == ({moved}, ""), migration
         # the switch topped the copy up in place: it replayed only the changelogs of the
-        # versions it missed, without reopening the database (ChangelogCatchUp)
+        # versions it missed, without reopening the database (ChangelogCatchUp); or, with
+        # the failure switch, reopened it as Spark's own load does
         [topup] = migration.topups
-        assert topup["how"] and all(
-            how.startswith("replayed ") or how == "current" for how in topup["how"]
-        ), topup
+        wanted = ("replayed ", "current") if in_place else ("reopened: refused by swivel.",)
+        assert topup["how"] and all(how.startswith(wanted) for how in topup["how"]), topup
         assert moved_away, "no checkpoint file of the bin was found to move away"
         first = watch["switched_at"] + 1
         workload.wait_for_batch(first)

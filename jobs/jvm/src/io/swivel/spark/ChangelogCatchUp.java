@@ -1,17 +1,19 @@
 /*
  * Swivel: top a prewarmed RocksDB copy up to a later version in place, by replaying the
  * changelogs after the version it holds into its open database (docs/migration.md,
- * "The switch's top-up in place").
+ * "The design", the switch's top-up).
  *
  * Why: Spark's RocksDB.load(version) reopens the database whenever the version it asks for is
  * not the one loaded: it closes it, brings the bin's newest snapshot from the checkpoint,
  * opens it and replays the changelogs after that snapshot (Spark 4.3.0,
- * loadWithoutCheckpointId). A prewarmed copy is a version or a few behind at its switch, and
- * that reopen ran inside the switching boundary, on the batch path (115-222 ms per target,
- * measured). With changelog checkpointing every version has a changelog, so the copy can
- * replay just the versions it misses, as Spark itself replays them after a reopen: the same
- * private `replayChangelog`, then what loadWithoutCheckpointId sets after it (the loaded
- * version, the key counts, the file manager's highest version seen).
+ * loadWithoutCheckpointId). A prewarmed copy is a few versions behind at its switch, and
+ * that reopen ran inside the switching boundary, on the batch path. With changelog
+ * checkpointing every version has a changelog, so the copy can replay just the versions it
+ * misses, as Spark itself replays them after a reopen: the same private `replayChangelog`,
+ * then what loadWithoutCheckpointId sets after it (the loaded version and its key counts).
+ * Not set, as a reopen would: `lastSnapshotVersion` stays the snapshot the copy was loaded
+ * from (the target may then snapshot a bin earlier than Spark would), and the file
+ * manager's metrics stay the load's (the first batch on the target reports them).
  *
  * Checked against Spark 4.3.0 only, like the rest of the helper. Where a piece is missing or
  * the store does not qualify, `refusal` says why and the caller reopens as Spark would.
@@ -29,11 +31,35 @@ import scala.Tuple2;
 final class ChangelogCatchUp {
   private ChangelogCatchUp() {}
 
+  /** The private members of Spark's RocksDB a replay reaches, resolved before it starts. */
+  private static final class Members {
+    final Method replay;
+    final Method[] countGetters;
+    final Method[] countSetters;
+
+    Members() throws ReflectiveOperationException {
+      replay = accessible(RocksDB.class.getDeclaredMethod("replayChangelog", Tuple2[].class));
+      countGetters = new Method[] {
+          accessible(RocksDB.class.getDeclaredMethod("numKeysOnWritingVersion")),
+          accessible(RocksDB.class.getDeclaredMethod("numInternalKeysOnWritingVersion"))};
+      countSetters = new Method[] {
+          accessible(RocksDB.class.getDeclaredMethod("numKeysOnLoadedVersion_$eq", long.class)),
+          accessible(RocksDB.class.getDeclaredMethod(
+              "numInternalKeysOnLoadedVersion_$eq", long.class))};
+    }
+
+    private static Method accessible(Method method) {
+      method.setAccessible(true);
+      return method;
+    }
+  }
+
   /**
    * Why `db`, holding version `from`, cannot be replayed up to `to` in place, or null. Only
    * changelog checkpointing writes a changelog per version; checkpoint ids (format v2) tie a
    * version to its lineage, which only Spark's own load follows; an open changelog writer
-   * would record the replay as new changes (a copy loaded read-only has none).
+   * would record the replay as new changes (a copy loaded read-only has none); from a
+   * snapshot interval behind on, a reopen from the newest snapshot reads fewer changelogs.
    */
   static String refusal(RocksDB db, long from, long to) {
     if (from < 0) {
@@ -41,6 +67,10 @@ final class ChangelogCatchUp {
     }
     if (to <= from) {
       return "it holds version " + from + ", not one before " + to;
+    }
+    int every = db.conf().minDeltasForSnapshot();
+    if (to - from >= every) {
+      return (to - from) + " versions behind: a snapshot every " + every + " is nearer";
     }
     try {
       if (!db.conf().enableChangelogCheckpointing()
@@ -55,6 +85,7 @@ final class ChangelogCatchUp {
       if (((Option<?>) writer.get(db)).isDefined()) {
         return "a changelog writer is open";
       }
+      new Members();
     } catch (ReflectiveOperationException | RuntimeException e) {
       return "Spark's RocksDB is not the one checked (" + e + ")";
     }
@@ -64,7 +95,8 @@ final class ChangelogCatchUp {
   /**
    * Replays versions `from + 1` to `to` into `db`, which holds `from` and whose instance the
    * caller has acquired (a read store open at `from`). On a failure the database is marked
-   * as holding nothing (as Spark's own load does), so the next load reopens it whole.
+   * as holding nothing (as Spark's own load does), so the next load reopens it whole; an
+   * Error other than a failed assertion (Spark's checks) is thrown as it is.
    */
   static void replay(RocksDB db, long from, long to) throws Exception {
     @SuppressWarnings("unchecked")
@@ -73,30 +105,26 @@ final class ChangelogCatchUp {
       versions[i] = new Tuple2<>(Long.valueOf(from + 1 + i), Option.empty());
     }
     try {
-      Method replay = RocksDB.class.getDeclaredMethod("replayChangelog", Tuple2[].class);
-      replay.setAccessible(true);
-      replay.invoke(db, (Object) versions);
+      Members members = new Members();
+      members.replay.invoke(db, (Object) versions);
       db.loadedVersion_$eq(to);
-      copyCount(db, "numKeysOnWritingVersion", "numKeysOnLoadedVersion_$eq");
-      copyCount(db, "numInternalKeysOnWritingVersion", "numInternalKeysOnLoadedVersion_$eq");
-      db.fileManager().setMaxSeenVersion(to);
+      for (int i = 0; i < members.countGetters.length; i++) {
+        members.countSetters[i].invoke(db, members.countGetters[i].invoke(db));
+      }
     } catch (InvocationTargetException e) {
       db.loadedVersion_$eq(-1);
       Throwable cause = e.getCause();
-      throw cause instanceof Exception ? (Exception) cause : new RuntimeException(cause);
-    } catch (Exception | Error e) {
+      if (cause instanceof Exception) {
+        throw (Exception) cause;
+      }
+      if (cause instanceof AssertionError) {
+        throw new IllegalStateException(cause.getMessage(), cause);
+      }
+      throw (Error) cause;
+    } catch (Exception e) {
       db.loadedVersion_$eq(-1);
       throw e;
     }
-  }
-
-  /** What RocksDB.load does after a replay: the loaded version's counts are the replay's. */
-  private static void copyCount(RocksDB db, String getter, String setter) throws Exception {
-    Method get = RocksDB.class.getDeclaredMethod(getter);
-    Method set = RocksDB.class.getDeclaredMethod(setter, long.class);
-    get.setAccessible(true);
-    set.setAccessible(true);
-    set.invoke(db, get.invoke(db));
   }
 
   private static boolean booleanField(RocksDB db, String name) throws ReflectiveOperationException {

@@ -18,7 +18,9 @@
  * never asks about; the coordinator holds that shadow id at the target, so nothing evicts
  * it. At the boundary the driver re-points the real id and `activate` moves the loaded
  * provider from the shadow key to the real key of the target's loadedProviders; the next
- * batch's StateStore.get finds it there and loads only the versions since the prewarm.
+ * batch's StateStore.get finds it there. A RocksDB copy is first brought to the version that
+ * batch reads, by replaying in place the changelogs since its load (ChangelogCatchUp); an
+ * HDFS-backed copy loads the deltas since the prewarm in that batch.
  */
 package io.swivel.spark;
 
@@ -95,6 +97,13 @@ public final class StatePrewarm {
   static final String LOAD_HOLD_KEY = "swivel.prewarm.test.holdWhileExists";
 
   private static final long LOAD_HOLD_MAX_S = 120;
+
+  /**
+   * A failure switch for tests: a session setting; while it is "true" the switch's top-up
+   * does not replay in place (ChangelogCatchUp) and falls back to Spark's reopening load, as
+   * it does where a replay is refused or fails (unset, the default: it replays).
+   */
+  static final String REPLAY_REFUSED_KEY = "swivel.prewarm.test.refuseReplay";
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   private static final String JOB_DESCRIPTION = "spark.job.description";
@@ -729,12 +738,19 @@ public final class StatePrewarm {
         return "current";
       }
       String why = db == null ? "no database" : ChangelogCatchUp.refusal(db, from, spec.version);
+      if (why == null && hadoopConf.value().getBoolean(REPLAY_REFUSED_KEY, false)) {
+        why = "refused by " + REPLAY_REFUSED_KEY;
+      }
       if (why == null) {
         // a read store at the version it holds: acquires the instance, reloads nothing
         ReadStateStore held = openShadow(spec, from);
         try {
-          ChangelogCatchUp.replay(db, from, spec.version);
-          return "replayed " + (spec.version - from);
+          if (rocksDbOf(loaded(spec.shadow())) != db || db.loadedVersion() != from) {
+            why = "the copy changed before it was acquired";  // the load below makes it right
+          } else {
+            ChangelogCatchUp.replay(db, from, spec.version);
+            return "replayed " + (spec.version - from);
+          }
         } catch (Exception e) {  // it then holds nothing: the load below reopens it whole
           why = "replay failed: " + describe(e);
         } finally {
