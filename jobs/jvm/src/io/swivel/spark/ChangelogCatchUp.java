@@ -20,6 +20,7 @@
  */
 package io.swivel.spark;
 
+import java.lang.reflect.AccessibleObject;
 import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -31,13 +32,23 @@ import scala.Tuple2;
 final class ChangelogCatchUp {
   private ChangelogCatchUp() {}
 
-  /** The private members of Spark's RocksDB a replay reaches, resolved before it starts. */
+  /**
+   * The private members of Spark's RocksDB a top-up reads or calls, resolved once per JVM
+   * (each top-up used to look them up again, twice); MISSING says why not, when a member
+   * is not there (another Spark than the one checked).
+   */
   private static final class Members {
+    final Field changelogEnabled;
+    final Field checkpointIds;
+    final Field changelogWriter;
     final Method replay;
     final Method[] countGetters;
     final Method[] countSetters;
 
     Members() throws ReflectiveOperationException {
+      changelogEnabled = accessible(RocksDB.class.getDeclaredField("enableChangelogCheckpointing"));
+      checkpointIds = accessible(RocksDB.class.getDeclaredField("enableStateStoreCheckpointIds"));
+      changelogWriter = accessible(RocksDB.class.getDeclaredField("changelogWriter"));
       replay = accessible(RocksDB.class.getDeclaredMethod("replayChangelog", Tuple2[].class));
       countGetters = new Method[] {
           accessible(RocksDB.class.getDeclaredMethod("numKeysOnWritingVersion")),
@@ -48,10 +59,25 @@ final class ChangelogCatchUp {
               "numInternalKeysOnLoadedVersion_$eq", long.class))};
     }
 
-    private static Method accessible(Method method) {
-      method.setAccessible(true);
-      return method;
+    private static <T extends AccessibleObject> T accessible(T member) {
+      member.setAccessible(true);
+      return member;
     }
+  }
+
+  private static final Members MEMBERS;
+  private static final String MISSING;
+
+  static {
+    Members members = null;
+    String missing = null;
+    try {
+      members = new Members();
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      missing = e.toString();
+    }
+    MEMBERS = members;
+    MISSING = missing;
   }
 
   /**
@@ -72,20 +98,19 @@ final class ChangelogCatchUp {
     if (to - from >= every) {
       return (to - from) + " versions behind: a snapshot every " + every + " is nearer";
     }
+    if (MISSING != null) {
+      return "Spark's RocksDB is not the one checked (" + MISSING + ")";
+    }
     try {
-      if (!db.conf().enableChangelogCheckpointing()
-          || !booleanField(db, "enableChangelogCheckpointing")) {
+      if (!db.conf().enableChangelogCheckpointing() || !MEMBERS.changelogEnabled.getBoolean(db)) {
         return "no changelog checkpointing";
       }
-      if (booleanField(db, "enableStateStoreCheckpointIds")) {
+      if (MEMBERS.checkpointIds.getBoolean(db)) {
         return "state store checkpoint ids (format v2)";
       }
-      Field writer = RocksDB.class.getDeclaredField("changelogWriter");
-      writer.setAccessible(true);
-      if (((Option<?>) writer.get(db)).isDefined()) {
+      if (((Option<?>) MEMBERS.changelogWriter.get(db)).isDefined()) {
         return "a changelog writer is open";
       }
-      new Members();
     } catch (ReflectiveOperationException | RuntimeException e) {
       return "Spark's RocksDB is not the one checked (" + e + ")";
     }
@@ -94,9 +119,10 @@ final class ChangelogCatchUp {
 
   /**
    * Replays versions `from + 1` to `to` into `db`, which holds `from` and whose instance the
-   * caller has acquired (a read store open at `from`). On a failure the database is marked
-   * as holding nothing (as Spark's own load does), so the next load reopens it whole; an
-   * Error other than a failed assertion (Spark's checks) is thrown as it is.
+   * caller has acquired (a read store open at `from`); only after `refusal` said null. On a
+   * failure the database is marked as holding nothing (as Spark's own load does), so the
+   * next load reopens it whole; an Error other than a failed assertion (Spark's checks) is
+   * thrown as it is.
    */
   static void replay(RocksDB db, long from, long to) throws Exception {
     @SuppressWarnings("unchecked")
@@ -105,11 +131,10 @@ final class ChangelogCatchUp {
       versions[i] = new Tuple2<>(Long.valueOf(from + 1 + i), Option.empty());
     }
     try {
-      Members members = new Members();
-      members.replay.invoke(db, (Object) versions);
+      MEMBERS.replay.invoke(db, (Object) versions);
       db.loadedVersion_$eq(to);
-      for (int i = 0; i < members.countGetters.length; i++) {
-        members.countSetters[i].invoke(db, members.countGetters[i].invoke(db));
+      for (int i = 0; i < MEMBERS.countGetters.length; i++) {
+        MEMBERS.countSetters[i].invoke(db, MEMBERS.countGetters[i].invoke(db));
       }
     } catch (InvocationTargetException e) {
       db.loadedVersion_$eq(-1);
@@ -125,11 +150,5 @@ final class ChangelogCatchUp {
       db.loadedVersion_$eq(-1);
       throw e;
     }
-  }
-
-  private static boolean booleanField(RocksDB db, String name) throws ReflectiveOperationException {
-    Field field = RocksDB.class.getDeclaredField(name);
-    field.setAccessible(true);
-    return field.getBoolean(db);
   }
 }
