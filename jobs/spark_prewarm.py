@@ -46,7 +46,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, j
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 8
+HELPER_API = 9
 # How often a prewarm reads the answers its loads announced through the block manager (no
 # Spark job: a look-up in the driver's BlockManagerMaster), how often it also polls with a
 # Spark job (one short task per bin, which waits for a slot beside the batch: only for an

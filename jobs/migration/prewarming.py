@@ -61,7 +61,8 @@ class StepPrewarm:
     # loaded ahead queues behind the steps before it on each target's loader thread
     answer_timeout_s: float | None = None
     # its switch's top-up: the slowest copy's ms and how the copies were topped up
-    # ("replayed N" versions in place, "reopened: why", "current")
+    # ("replayed N" versions in place, "reopened: why", "current"); how many versions the
+    # follower replayed into them while they waited, and why it stopped early, if it did
     topup: dict[str, Any] = field(default_factory=dict)
     _done: threading.Event = field(default_factory=threading.Event)
 
@@ -136,6 +137,13 @@ class StepPrewarm:
         self.topup = {
             "ms": max((float(r.get("topup_ms", 0.0)) for r in results), default=0.0),
             "how": sorted({str(r["topup"]) for r in results if "topup" in r}),
+            # versions the follower replayed into the copies while they waited, and why
+            # it had stopped following one before its switch
+            "followed": sum(int(r.get("followed", 0)) for r in results),
+            "follow_stopped": sorted(
+                {str(r["follow_stopped"]) for r in results if "follow_stopped" in r}
+                - {"switched"}
+            ),
         }
         statuses: dict[int, str] = {}
         for result in results:

@@ -10,7 +10,6 @@ fails in CI (tests/prerequisites.py).
 
 from __future__ import annotations
 
-import queue
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,15 @@ from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 from swivel.jobs.spark_prewarm import RELEASED_EXECUTOR
 from swivel_tools.bench.tws_workload import ROCKSDB_CONF, TransformWithStateWorkload
 from swivel_tools.bench.workload import KeyedWorkload
+from tests.integration.cluster.prewarm_support import (
+    BINS,
+    Boundary,
+    assert_first_batch_on_the_loaded_copy,
+    older_files,
+    patiently,
+    rocksdb_files,
+    shadow_location,
+)
 from tests.prerequisites import require
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
@@ -35,8 +43,6 @@ require(
     None if jar_path() else "jobs/jvm/swivel-spark.jar (`make setup` builds it with javac)",
     "the prewarm test",
 )
-
-BINS = 4
 
 
 @pytest.fixture(scope="module")
@@ -66,82 +72,6 @@ def prewarm_spark(cluster: LocalCluster) -> Iterator[Any]:
         for query in session.streams.active:
             query.stop()
         session.stop()
-
-
-def patiently(call: Callable[[], Any], tries: int = 3) -> Any:
-    """`call()`, again after a timeout of the Spark UI's REST API (a loaded machine)."""
-    for attempt in range(tries):
-        try:
-            return call()
-        except OSError:
-            if attempt == tries - 1:
-                raise
-            time.sleep(2.0)
-    raise AssertionError("not reached")
-
-
-class Boundary:
-    """foreachBatch wrapper running queued actions after the batch's write (no stateful
-    task of this batch or the next runs then); records the batch each action ran at."""
-
-    def __init__(self) -> None:
-        self.actions: queue.Queue[tuple[str, Callable[[], Any]]] = queue.Queue()
-        self.done: dict[str, tuple[int, Any]] = {}
-
-    def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
-        def run(frame: Any, batch_id: int) -> None:
-            write(frame, batch_id)
-            while not self.actions.empty():
-                name, action = self.actions.get()
-                self.done[name] = (batch_id, action())
-
-        return run
-
-    def at_next(self, name: str, action: Callable[[], Any], timeout: float = 120.0) -> int:
-        self.actions.put((name, action))
-        deadline = time.monotonic() + timeout
-        while name not in self.done:
-            assert time.monotonic() < deadline, f"{name} did not run at a boundary"
-            time.sleep(0.05)
-        return self.done[name][0]
-
-
-def assert_first_batch_on_the_loaded_copy(
-    internals: SparkInternals, query: Any, bins: tuple[int, int], target: str, first: int
-) -> tuple[dict[int, Any], dict[int, Any]]:
-    """On `target`, the prewarmed bin is served by the provider object its prewarm loaded
-    (the shadow copy gone), the control bin by a provider reloaded from the checkpoint.
-    Returns the probe and batch `first`'s stateful tasks, per bin."""
-    moved, control = bins
-    host = internals.executor_host(target)
-    probed = {
-        p["partition"]: p
-        for p in internals.prewarmer().probe(query, [moved, control], target, host)
-    }
-    assert probed[moved]["prewarmed_provider"], probed[moved]
-    assert not probed[moved]["shadow_loaded"]
-    assert not probed[control]["prewarmed_provider"]  # reloaded from the checkpoint
-    run_id = str(query.runId)
-    tasks = {t.partition: t for t in patiently(lambda: internals.batch_tasks(run_id, first, BINS))}
-    return probed, tasks
-
-
-def shadow_location(internals: SparkInternals, query: Any, partition: int) -> str | None:
-    """Where the coordinator points bin `partition`'s shadow id (its prewarm's copy)."""
-    shadow_run = str(internals.prewarmer()._helper().shadowRunId(str(query.runId)))
-    return internals._locations(query, [partition], 0, run_id=shadow_run)[partition]
-
-
-def older_files(store: Path, version: int) -> list[Path]:
-    """The bin's delta and snapshot files (and their checksums) of versions <= `version`:
-    what a reload from the checkpoint at a later version would read."""
-    found = []
-    for path in store.iterdir():
-        stem = path.name.lstrip(".").split(".", 1)[0]
-        kind = path.name.lstrip(".").removeprefix(stem)
-        if stem.isdigit() and int(stem) <= version and kind.startswith((".delta", ".snapshot")):
-            found.append(path)
-    return found
 
 
 def test_prewarmed_bin_switches_without_reload(
@@ -289,19 +219,6 @@ def test_prewarmed_bin_switches_without_reload(
     assert workload.state_counts() == workload.reference(workload.processed_files())
 
 
-def rocksdb_files(store: Path, version: int) -> list[Path]:
-    """What a reload of the bin at `version` or earlier would read from the checkpoint: the
-    snapshots (`<v>.zip`) and changelogs of those versions, and the SST files."""
-    found = []
-    for path in store.rglob("*"):
-        if not path.is_file() or "_metadata" in path.parts:
-            continue
-        stem = path.name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
-        if "SSTs" in path.parts or (stem.isdigit() and int(stem) <= version):
-            found.append(path)
-    return found
-
-
 @pytest.mark.parametrize("in_place", [True, False], ids=["replayed", "reopened"])
 def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
     prewarm_spark: Any, tmp_path: Path, in_place: bool
@@ -408,4 +325,97 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
             parked.rename(path)
         workload.stop()
         mover.close()
+    assert workload.state_counts() == workload.reference(workload.processed_files())
+
+
+def test_a_loaded_copy_follows_the_committed_versions_until_its_switch(
+    prewarm_spark: Any, tmp_path: Path
+) -> None:
+    """While a prewarmed RocksDB copy waits for its switch, the target's follower thread
+    replays into it each version whose batch is in the commit log (ChangelogFollower), and
+    never one that is not: at a boundary the batch has written its version's changelog but
+    not its commit, and the copy stays a version short of it, however long the boundary
+    lasts. The switch then replays that one version; the copy serves the bin's first batch
+    on the target, and the state equals the reference."""
+    session = prewarm_spark.newSession()
+    for key, value in {
+        **ROCKSDB_CONF,
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
+        "spark.sql.shuffle.partitions": str(BINS),
+    }.items():
+        session.conf.set(key, value)
+    internals = SparkInternals(session)
+    prewarm = internals.prewarmer()
+    boundary = Boundary()
+    workload = TransformWithStateWorkload(
+        session, tmp_path, bins=BINS, keys=400, rows_per_batch=200
+    )
+    workload.write_inputs(3)
+    query = workload.start(boundary=boundary.wrap)
+    workload.feed(ahead=2)
+    try:
+        workload.wait_for_batch(2)
+        stores = internals.state_stores(query)
+        owned = bins_by_executor(internals.placement(query, BINS))
+        hosts = {e.id: e.host for e in patiently(internals.executors)}
+        owner = max(owned, key=lambda e: len(owned[e]))
+        moved, control = owned[owner][:2]
+        target = next(e for e in hosts if e != owner)
+        loaded = internals.prewarm(query, [moved], target, hosts[target], stores)
+        assert {r["status"] for r in loaded} == {"loaded"}, loaded
+        loaded_at = min(int(r["version"]) for r in loaded)
+
+        def copy_when_caught_up(batch_id: int) -> list[dict[str, Any]]:
+            """At the boundary after `batch_id`: the copies once they hold version
+            `batch_id` (batch `batch_id - 1` is committed), or after 10 s; then 1 s more, in
+            which a follower that did not wait for the commit log would replay `batch_id + 1`
+            (its changelog is written)."""
+            deadline = time.monotonic() + 10.0
+            while True:
+                probed = prewarm.probe(query, [moved], target, hosts[target], stores=stores)
+                if time.monotonic() > deadline or all(
+                    p["shadow_version"] >= batch_id for p in probed
+                ):
+                    break
+                time.sleep(0.2)
+            time.sleep(1.0)
+            return prewarm.probe(query, [moved], target, hosts[target], stores=stores)
+
+        for sample in range(3):
+            at = boundary.at_next(
+                f"sample-{sample}", lambda: copy_when_caught_up(boundary.batch_id)
+            )
+            probed = boundary.done[f"sample-{sample}"][1]
+            for copy in probed:
+                assert copy["shadow_loaded"] and not copy["loaded"], copy
+                assert copy["follower"] == "nice 10", copy
+                assert copy["follow_stopped"] == "", copy  # still followed
+                assert copy["shadow_version"] == at, (at, copy)  # caught up, not ahead
+                assert copy["followed"] == at - loaded_at, (at, loaded_at, copy)
+
+        def switch() -> list[dict[str, Any]]:
+            at = boundary.batch_id
+            copy_when_caught_up(at)
+            results = internals.switch_prewarmed(
+                query, [(moved, target, hosts[target])], stores, version=at + 1
+            )
+            internals.set_location(query, control, target, hosts[target], stores)
+            return results
+
+        switched_at = boundary.at_next("switch", switch)
+        activated = boundary.done["switch"][1]
+        for answer in activated:
+            assert answer["status"] == "activated", answer
+            assert answer["topup"] == "replayed 1", answer  # the follower did the rest
+            assert answer["followed"] == switched_at - loaded_at, (switched_at, answer)
+            assert answer["follow_stopped"] == "switched", answer
+        first = switched_at + 1
+        workload.wait_for_batch(first + 1)
+        assert query.exception() is None
+        probed, _ = assert_first_batch_on_the_loaded_copy(
+            internals, query, (moved, control), target, first
+        )
+        assert probed[moved]["follow_stopped"] == "not followed", probed[moved]
+    finally:
+        workload.stop()
     assert workload.state_counts() == workload.reference(workload.processed_files())

@@ -93,9 +93,18 @@ class PrewarmingInternals(FakeInternals):
         for b, target, host in moves:
             self.set_location(query, b, target, host, stores)
             self.switched.append((b, version))
-        # the helper's answer: each copy topped up in place to `version` (ChangelogCatchUp)
+        # the helper's answer: each copy topped up in place to `version` (ChangelogCatchUp),
+        # after the follower replayed b + 1 versions into it; it stopped following bin 2
+        # early (ChangelogFollower)
         return [
-            {"partition": b, "status": "activated", "topup_ms": 12.5 + b, "topup": "replayed 2"}
+            {
+                "partition": b,
+                "status": "activated",
+                "topup_ms": 12.5 + b,
+                "topup": "replayed 2",
+                "followed": b + 1,
+                "follow_stopped": "refused: no changelog checkpointing" if b == 2 else "switched",
+            }
             for b, _, _ in moves
         ]
 
@@ -469,7 +478,8 @@ def test_a_reconfiguration_prewarms_unless_it_says_false() -> None:
 
 def test_each_switched_step_records_its_top_up() -> None:
     """The switch's top-up is on the batch path: per step, the slowest copy's time and how
-    the copies were brought to the switch's version (replayed in place, or reopened and why)."""
+    the copies were brought to the switch's version (replayed in place, or reopened and why),
+    and what the follower had replayed into them before (or why it stopped early)."""
     fake = PrewarmingInternals(4)
     mover = mover_for(fake, 4)
     mover.boundary(0)
@@ -479,6 +489,11 @@ def test_each_switched_step_records_its_top_up() -> None:
     drive(fake, mover, batch, 6)
     assert migration.phase == "Completed", migration.to_dict()
     assert migration.topups == [
-        {"ms": 12.5, "how": ["replayed 2"]},
-        {"ms": 14.5, "how": ["replayed 2"]},
+        {"ms": 12.5, "how": ["replayed 2"], "followed": 1, "follow_stopped": []},
+        {
+            "ms": 14.5,
+            "how": ["replayed 2"],
+            "followed": 3,
+            "follow_stopped": ["refused: no changelog checkpointing"],
+        },
     ]

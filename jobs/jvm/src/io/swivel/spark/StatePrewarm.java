@@ -84,7 +84,7 @@ public final class StatePrewarm {
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 8;
+  public static final int API = 9;
 
   /**
    * A failure switch for tests: a session setting naming a file; a load started while it is
@@ -137,7 +137,7 @@ public final class StatePrewarm {
    */
   private static final ExecutorService LOADER = Executors.newSingleThreadExecutor(task -> {
     Thread thread = new Thread(() -> {
-      lowerPriority();
+      loaderPriority = lowerPriority();
       task.run();
     }, "swivel-prewarm-loader");
     thread.setDaemon(true);
@@ -150,15 +150,18 @@ public final class StatePrewarm {
   /** What `lowerPriority` did: `nice 10`, or why the loader runs at the tasks' priority. */
   static volatile String loaderPriority = "not started";
 
+  /** What `lowerPriority` did for the follower thread (ChangelogFollower), as above. */
+  static volatile String followerPriority = "not started";
+
   /**
    * Sets the calling thread's nice value to LOADER_NICE (Linux: `renice` on its thread id,
    * from /proc/thread-self; setpriority with a thread id changes that thread only). Java's
    * own thread priorities are ignored on Linux unless the JVM runs with
    * -XX:ThreadPriorityPolicy=1, which needs root. Raising one's own nice value needs no
-   * privilege. Where it fails, the loads run at the tasks' priority, as before, and
-   * `loaderPriority` says why.
+   * privilege. Where it fails, the thread runs at the tasks' priority, and the answer says
+   * why (`loaderPriority`, `followerPriority`).
    */
-  static void lowerPriority() {
+  static String lowerPriority() {
     try {
       java.nio.file.Path self =
           java.nio.file.Files.readSymbolicLink(java.nio.file.Paths.get("/proc/thread-self"));
@@ -167,11 +170,11 @@ public final class StatePrewarm {
           .redirectErrorStream(true).start();
       String said = new String(renice.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       boolean ended = renice.waitFor(10, TimeUnit.SECONDS);
-      loaderPriority = ended && renice.exitValue() == 0
+      return ended && renice.exitValue() == 0
           ? "nice " + LOADER_NICE
           : "renice failed: " + said.trim();
     } catch (Throwable e) {
-      loaderPriority = "not lowered: " + describe(e);
+      return "not lowered: " + describe(e);
     }
   }
 
@@ -559,11 +562,17 @@ public final class StatePrewarm {
       }
       long start = System.nanoTime();
       holdWhileExists(hadoopConf.value().get(LOAD_HOLD_KEY, ""));
+      ChangelogFollower.stop(spec.key(), "reloaded");  // the load below may replace its version
       loadShadow(spec);
       double ms = (System.nanoTime() - start) / 1e6;
       StateStoreProvider provider = loaded(shadow);
       if (provider != null) {
         PREWARMED.put(spec.key(), new WeakReference<>(provider));
+        if (rocksDbOf(provider) != null
+            && !hadoopConf.value().getBoolean(REPLAY_REFUSED_KEY, false)) {
+          ChangelogFollower.follow(spec.key(), shadow, provider, spec.root,
+              new Configuration(hadoopConf.value()));
+        }
       }
       return out.put("status", provider != null ? "loaded" : "evicted")
           .put("version", spec.version).put("load_ms", ms).put("loader", loaderPriority)
@@ -687,6 +696,11 @@ public final class StatePrewarm {
 
     private String activate(Spec spec, Json out) throws Exception {
       forget(spec.key());
+      // no replay of the follower's may run into the copy from here on (it waits for one)
+      ChangelogFollower.Followed followed = ChangelogFollower.stop(spec.key(), "switched");
+      if (followed != null) {
+        out.put("followed", followed.replayed).put("follow_stopped", followed.stopped);
+      }
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
       if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
@@ -765,9 +779,16 @@ public final class StatePrewarm {
       StateStoreProvider provider = loaded(spec.real());
       WeakReference<StateStoreProvider> ref = PREWARMED.get(spec.key());
       StateStoreProvider prewarmed = ref == null ? null : ref.get();
+      StateStoreProvider shadow = loaded(spec.shadow());
+      ChangelogFollower.Followed followed = ChangelogFollower.followed(spec.key());
       out.put("loaded", provider != null)
           .put("prewarmed_provider", provider != null && provider == prewarmed)
-          .put("shadow_loaded", loaded(spec.shadow()) != null);
+          .put("shadow_loaded", shadow != null)
+          .put("shadow_version", rocksDbVersion(shadow))
+          .put("followed", followed == null ? -1 : followed.replayed)
+          .put("follow_stopped", followed == null ? "not followed"
+              : followed.stopped == null ? "" : followed.stopped)
+          .put("follower", followerPriority);
       if (provider != null) {
         out.put("provider", System.identityHashCode(provider))
             .put("provider_class", provider.getClass().getSimpleName())
@@ -887,6 +908,7 @@ public final class StatePrewarm {
 
   /** Closes a copy taken by `takeShadow` (outside the locks: closing may wait for I/O). */
   static void closeShadow(Spec spec, Option<StateStoreProvider> copy) {
+    ChangelogFollower.stop(spec.key(), "released");  // waits for a replay under way
     if (copy.isDefined()) {
       StateStore$.MODULE$.closeProvider(spec.shadow(), copy.get());
       PREWARMED.remove(spec.key());  // only a copy's: after an activation it names the real one
