@@ -141,8 +141,7 @@ class StepPrewarm:
             # it had stopped following one before its switch
             "followed": sum(int(r.get("followed", 0)) for r in results),
             "follow_stopped": sorted(
-                {str(r["follow_stopped"]) for r in results if "follow_stopped" in r}
-                - {"switched"}
+                {str(r["follow_stopped"]) for r in results if "follow_stopped" in r} - {"switched"}
             ),
         }
         statuses: dict[int, str] = {}
