@@ -325,6 +325,10 @@ class SizeRun:
             "moved_bins": moved,
             "steps": steps,
             "batches": [first, last],
+            # each window batch's duration, from `first` on, and the batches whose boundary
+            # switched a step: where in the window the worst batch fell, and what it carried
+            "window_ms": [ms for _, ms, _ in window],
+            "switch_batches": [b for b in migration.step_batches if b is not None],
             "worst_batch": {
                 "batch": spike.worst_batch,
                 "stateful_stage": batch_anatomy(
