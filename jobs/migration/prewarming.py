@@ -140,6 +140,8 @@ class StepPrewarm:
             # versions the follower replayed into the copies while they waited, and why
             # it had stopped following one before its switch
             "followed": sum(int(r.get("followed", 0)) for r in results),
+            # how long the switch waited for a replay of the follower's under way
+            "stop_wait_ms": max((float(r.get("stop_wait_ms", 0.0)) for r in results), default=0.0),
             "follow_stopped": sorted(
                 {str(r["follow_stopped"]) for r in results if "follow_stopped" in r} - {"switched"}
             ),

@@ -363,6 +363,8 @@ def test_a_loaded_copy_follows_the_committed_versions_until_its_switch(
         target = next(e for e in hosts if e != owner)
         loaded = internals.prewarm(query, [moved], target, hosts[target], stores)
         assert {r["status"] for r in loaded} == {"loaded"}, loaded
+        # the load replayed what was committed while it loaded, and is followed from there
+        assert all(int(r["caught_up"]) >= 0 for r in loaded), loaded
         loaded_at = min(int(r["version"]) for r in loaded)
 
         def copy_when_caught_up(batch_id: int) -> list[dict[str, Any]]:

@@ -103,6 +103,7 @@ class PrewarmingInternals(FakeInternals):
                 "topup_ms": 12.5 + b,
                 "topup": "replayed 2",
                 "followed": b + 1,
+                "stop_wait_ms": 0.25 * b,
                 "follow_stopped": "refused: no changelog checkpointing" if b == 2 else "switched",
             }
             for b, _, _ in moves
@@ -489,11 +490,18 @@ def test_each_switched_step_records_its_top_up() -> None:
     drive(fake, mover, batch, 6)
     assert migration.phase == "Completed", migration.to_dict()
     assert migration.topups == [
-        {"ms": 12.5, "how": ["replayed 2"], "followed": 1, "follow_stopped": []},
+        {
+            "ms": 12.5,
+            "how": ["replayed 2"],
+            "followed": 1,
+            "stop_wait_ms": 0.0,
+            "follow_stopped": [],
+        },
         {
             "ms": 14.5,
             "how": ["replayed 2"],
             "followed": 3,
+            "stop_wait_ms": 0.5,
             "follow_stopped": ["refused: no changelog checkpointing"],
         },
     ]

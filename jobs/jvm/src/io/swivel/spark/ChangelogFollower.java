@@ -15,16 +15,24 @@
  * - The copy is held as a read store of its own provider (`getReadStore` on the provider,
  *   never StateStore.getReadOnly, which would load a new provider where the copy has gone)
  *   while it is replayed: Spark 4.3's RocksDBStateMachine then makes a concurrent close (a
- *   release, maintenance) wait for it, and refuses to hand a closed copy out. A switch, a
- *   release or a new load of the bin first `stop`s following it, which waits for a replay
- *   under way; a pass checks under the same lock that it is still following, and that the
- *   copy is still the one loaded under the shadow id.
+ *   release, maintenance unloading a released shadow) wait for it, and refuses to hand a
+ *   closed copy out (its snapshot and cleanup maintenance do not wait, and touch neither
+ *   the loaded version nor the database's contents). Acquired at the version it holds, the
+ *   copy reloads nothing (RocksDB.load skips the reopen at the loaded version); at another
+ *   version Spark would reopen it, so the version is checked under our lock just before.
+ *   A switch, a release or a new load of the bin first `stop`s following it, which waits
+ *   for a replay under way; a pass checks under the same lock that it is still following,
+ *   and that the copy is still the one loaded under the shadow id. A load registers its
+ *   copy only while it is still the bin's load (under the loads' lock, as its answer is
+ *   announced), so a switch that took the load's record first never meets a follower.
  */
 package io.swivel.spark;
 
+import java.io.IOException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.hadoop.conf.Configuration;
@@ -48,24 +56,34 @@ final class ChangelogFollower {
   /** One followed copy: the shadow id it is loaded under and the provider object. */
   static final class Followed {
     final StateStoreProviderId shadow;
-    final StateStoreProvider provider;
     final Path commits;
     final Configuration conf;
-    /** Versions replayed into the copy so far. */
+    /** The copy; null once it is no longer followed (nothing here keeps it alive then). */
+    private volatile StateStoreProvider provider;
+    /** Versions replayed into the copy since its load (on the loader thread, then here). */
     volatile long replayed;
     /** Why it is no longer followed (null: followed). */
     volatile String stopped;
 
-    Followed(StateStoreProviderId shadow, StateStoreProvider provider, Path commits,
+    /** `stateRoot` is `<checkpoint>/state`; the commit log is `<checkpoint>/commits`. */
+    Followed(StateStoreProviderId shadow, StateStoreProvider provider, String stateRoot,
         Configuration conf) {
       this.shadow = shadow;
       this.provider = provider;
-      this.commits = commits;
+      this.commits = new Path(new Path(stateRoot).getParent(), "commits");
       this.conf = conf;
+    }
+
+    /** Ends the following, once, with `why` (the caller holds this object's monitor). */
+    private void end(String why) {
+      if (stopped == null) {
+        stopped = why;
+      }
+      provider = null;
     }
   }
 
-  /** By the bin's key (StatePrewarm.Spec.key): the copies followed now. */
+  /** By the bin's key (StatePrewarm.Spec.key): the copies followed now, or stopped by a pass. */
   private static final ConcurrentHashMap<String, Followed> FOLLOWED = new ConcurrentHashMap<>();
 
   /** The executor's follower thread, at the loader's lowered priority; started on first use. */
@@ -79,25 +97,31 @@ final class ChangelogFollower {
         return thread;
       });
 
-  private static volatile boolean scheduled;
+  private static ScheduledFuture<?> schedule;
 
   /**
-   * Follows `provider`, loaded under `shadow` from the state checkpoint at `stateRoot`
-   * (`<checkpoint>/state`; its commit log is `<checkpoint>/commits`), from now on. A copy
-   * followed already under `key` is stopped first.
+   * Follows `followed` under `key` from now on (it replaces what was followed there: a new
+   * load stops the old one first). Does not wait: callers hold the loads' lock.
    */
-  static void follow(String key, StateStoreProviderId shadow, StateStoreProvider provider,
-      String stateRoot, Configuration conf) {
-    Path commits = new Path(new Path(stateRoot).getParent(), "commits");
-    stop(key, "replaced by a new load");
-    FOLLOWED.put(key, new Followed(shadow, provider, commits, conf));
-    if (!scheduled) {
-      synchronized (ChangelogFollower.class) {
-        if (!scheduled) {
-          THREAD.scheduleWithFixedDelay(ChangelogFollower::pass, PERIOD_MS, PERIOD_MS,
-              TimeUnit.MILLISECONDS);
-          scheduled = true;
-        }
+  static void add(String key, Followed followed) {
+    FOLLOWED.put(key, followed);
+    synchronized (ChangelogFollower.class) {
+      if (schedule == null || schedule.isDone()) {
+        schedule = THREAD.scheduleWithFixedDelay(ChangelogFollower::pass, PERIOD_MS, PERIOD_MS,
+            TimeUnit.MILLISECONDS);
+      }
+    }
+  }
+
+  /**
+   * Replays into a copy just loaded the versions committed while it loaded, on the calling
+   * (loader) thread, before it is announced: the switch may come at the next boundary.
+   */
+  static void catchUp(Followed followed) {
+    for (int pass = 0; pass < 64; pass++) {
+      long before = followed.replayed;
+      if (step(followed) != null || followed.replayed == before) {
+        return;
       }
     }
   }
@@ -110,9 +134,7 @@ final class ChangelogFollower {
     Followed followed = FOLLOWED.remove(key);
     if (followed != null) {
       synchronized (followed) {
-        if (followed.stopped == null) {
-          followed.stopped = why;
-        }
+        followed.end(why);
       }
     }
     return followed;
@@ -124,60 +146,70 @@ final class ChangelogFollower {
   }
 
   /**
-   * One pass over the followed copies; nothing it meets may end the schedule. A copy that
-   * stops being followed stays listed, with why, until its switch or release reads it.
+   * One pass over the followed copies. A copy that stops being followed stays listed, with
+   * why and without its provider, until its switch, release or reload reads it. Nothing
+   * may escape: an exception would end the schedule (`add` starts it again).
    */
   static void pass() {
     for (Followed followed : FOLLOWED.values()) {
-      if (followed.stopped != null) {
-        continue;
-      }
-      String why;
-      try {
-        why = advance(followed);
-      } catch (Throwable e) {
-        why = "failed: " + StatePrewarm.describe(e);
-      }
-      if (why != null) {
-        synchronized (followed) {
-          if (followed.stopped == null) {
-            followed.stopped = why;
-          }
-        }
+      if (followed.stopped == null) {
+        step(followed);
       }
     }
   }
 
+  /** `advance`, and the end of the following where it says why; never throws. */
+  private static String step(Followed followed) {
+    String why;
+    try {
+      why = advance(followed);
+    } catch (Throwable e) {
+      why = "failed: " + e;
+    }
+    if (why != null) {
+      synchronized (followed) {
+        followed.end(why);
+      }
+    }
+    return why;
+  }
+
   /**
-   * Replays the copy's committed versions not yet replayed. Returns why the copy is no longer
-   * to be followed, or null.
+   * Replays the copy's committed versions not yet replayed (at most MAX_VERSIONS_PER_PASS,
+   * and fewer than a snapshot interval). Returns why the copy is no longer to be followed,
+   * or null.
    */
   static String advance(Followed followed) throws Exception {
-    RocksDB db = StatePrewarm.rocksDbOf(followed.provider);
+    StateStoreProvider provider = followed.provider;
+    RocksDB db = StatePrewarm.rocksDbOf(provider);
     if (db == null) {
-      return "no database";
+      return followed.stopped != null ? followed.stopped : "no database";
     }
     long from = db.loadedVersion();
-    long to = newestCommitted(followed, from);
+    if (from < 0) {
+      return "no version loaded";
+    }
+    int most = Math.min(MAX_VERSIONS_PER_PASS, db.conf().minDeltasForSnapshot() - 1);
+    long to = newestCommitted(followed, from, most);
     if (to <= from) {
-      return null;  // nothing committed since: look again next pass
+      return null;  // nothing committed since (or the commit log unreadable): next pass
     }
     synchronized (followed) {
       if (followed.stopped != null) {
         return followed.stopped;
       }
-      if (StatePrewarm.loaded(followed.shadow) != followed.provider) {
+      if (StatePrewarm.loaded(followed.shadow) != provider) {
         return "its copy is no longer loaded under the shadow id";
+      }
+      if (db.loadedVersion() != from) {
+        return null;  // acquired at another version it would reopen: look again next pass
       }
       String why = ChangelogCatchUp.refusal(db, from, to);
       if (why != null) {
         return "refused: " + why;
       }
-      ReadStateStore held = followed.provider.getReadStore(from, Option.empty());
+      ReadStateStore held = provider.getReadStore(from, Option.empty());
       try {
-        if (db.loadedVersion() != from) {
-          return null;  // changed before it was acquired: look again next pass
-        }
         ChangelogCatchUp.replay(db, from, to);
         followed.replayed += to - from;
       } finally {
@@ -188,15 +220,19 @@ final class ChangelogFollower {
   }
 
   /**
-   * The newest version after `from`, at most MAX_VERSIONS_PER_PASS on, whose batch is in the
-   * commit log, or `from`: version v is written by batch v - 1.
+   * The newest version after `from`, at most `most` on, whose batch is in the commit log
+   * (version v is written by batch v - 1), or `from`, also where the log cannot be read now
+   * (a transient error of the store: the next pass asks again).
    */
-  static long newestCommitted(Followed followed, long from) throws Exception {
-    FileSystem fs = followed.commits.getFileSystem(followed.conf);
+  static long newestCommitted(Followed followed, long from, int most) {
     long to = from;
-    while (to - from < MAX_VERSIONS_PER_PASS
-        && fs.exists(new Path(followed.commits, Long.toString(to)))) {
-      to++;
+    try {
+      FileSystem fs = followed.commits.getFileSystem(followed.conf);
+      while (to - from < most && fs.exists(new Path(followed.commits, Long.toString(to)))) {
+        to++;
+      }
+    } catch (IOException e) {
+      // as if nothing were committed yet
     }
     return to;
   }

@@ -554,7 +554,13 @@ public final class StatePrewarm {
       }
     }
 
-    private String prewarm(Spec spec, Json out) throws Exception {
+    /**
+     * Loads the bin's copy (`loadShadow`); a RocksDB copy then replays in place the versions
+     * committed while it loaded (ChangelogFollower.catchUp) and is followed from here on,
+     * registered only while `current` (under the loads' lock) says this is the bin's load.
+     */
+    private String prewarm(Spec spec, Json out, java.util.function.BooleanSupplier current)
+        throws Exception {
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
       if (StateStore$.MODULE$.isLoaded(real)) {
@@ -570,8 +576,15 @@ public final class StatePrewarm {
         PREWARMED.put(spec.key(), new WeakReference<>(provider));
         if (rocksDbOf(provider) != null
             && !hadoopConf.value().getBoolean(REPLAY_REFUSED_KEY, false)) {
-          ChangelogFollower.follow(spec.key(), shadow, provider, spec.root,
-              new Configuration(hadoopConf.value()));
+          ChangelogFollower.Followed followed = new ChangelogFollower.Followed(shadow, provider,
+              spec.root, new Configuration(hadoopConf.value()));
+          ChangelogFollower.catchUp(followed);
+          synchronized (LOADS) {
+            if (current.getAsBoolean()) {
+              ChangelogFollower.add(spec.key(), followed);
+            }
+          }
+          out.put("caught_up", followed.replayed);
         }
       }
       return out.put("status", provider != null ? "loaded" : "evicted")
@@ -608,7 +621,7 @@ public final class StatePrewarm {
         String result;
         boolean orphan;
         try {
-          result = prewarm(spec, answer);
+          result = prewarm(spec, answer, () -> LOADS.get(key) == self.get());
         } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
           result = answer.put("status", "failed").put("error", describe(e)).toString();
         } finally {
@@ -697,9 +710,11 @@ public final class StatePrewarm {
     private String activate(Spec spec, Json out) throws Exception {
       forget(spec.key());
       // no replay of the follower's may run into the copy from here on (it waits for one)
+      long stopping = System.nanoTime();
       ChangelogFollower.Followed followed = ChangelogFollower.stop(spec.key(), "switched");
       if (followed != null) {
-        out.put("followed", followed.replayed).put("follow_stopped", followed.stopped);
+        out.put("followed", followed.replayed).put("follow_stopped", followed.stopped)
+            .put("stop_wait_ms", (System.nanoTime() - stopping) / 1e6);
       }
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
