@@ -71,7 +71,10 @@ class ControlClient:
         pid: int | None = None,
         watch_timeout_s: float = WATCH_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
+        counter: Callable[[], counting.WorkCounter] = counting.counter,
     ) -> None:
+        """`counter`: where the counts it reports come from (the process's, which the
+        wrappers count into; a test gives its own, which no other client drains)."""
         self.base_url = base_url
         self._identity = WorkerIdentity(pid)
         self._token = token
@@ -83,7 +86,7 @@ class ControlClient:
         self._changed = threading.Condition()
         self._operators: set[str] = set()
         self._stopped = threading.Event()
-        self._acks = AckSender(self._connect, self._identity, self._stopped, clock)
+        self._acks = AckSender(self._connect, self._identity, self._stopped, clock, counter)
         self._threads: list[threading.Thread] = []
         self._watch_connection: Connection | None = None
         self._refresh_connection: Connection | None = None

@@ -239,8 +239,8 @@ def clients(agent: Any) -> Iterator[Callable[..., ControlClient]]:
     """Start real worker control clients against `agent`; stopped after the test."""
     started: list[ControlClient] = []
 
-    def start(pid: int, *operators: str) -> ControlClient:
-        worker = ControlClient(agent.url, WORKER_TOKEN, pid=pid, watch_timeout_s=5)
+    def start(pid: int, *operators: str, **options: Any) -> ControlClient:
+        worker = ControlClient(agent.url, WORKER_TOKEN, pid=pid, watch_timeout_s=5, **options)
         for operator in operators:
             worker.register(operator)
         worker.start()
