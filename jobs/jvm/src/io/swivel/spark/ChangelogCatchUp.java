@@ -25,7 +25,9 @@ import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 
+import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import scala.Option;
 import scala.Tuple2;
 
@@ -118,8 +120,25 @@ final class ChangelogCatchUp {
   }
 
   /**
+   * Replays versions `from + 1` to `to` into `db`, the database of `provider`, holding it
+   * meanwhile as a read store of that provider object at `from`: at the version it holds
+   * that reloads nothing, and it makes a concurrent close wait (a closed copy throws here
+   * instead); only after `refusal` said null. The switch's top-up and the follower both
+   * replay through here.
+   */
+  static void replayHeld(StateStoreProvider provider, RocksDB db, long from, long to)
+      throws Exception {
+    ReadStateStore held = provider.getReadStore(from, Option.empty());
+    try {
+      replay(db, from, to);
+    } finally {
+      held.release();
+    }
+  }
+
+  /**
    * Replays versions `from + 1` to `to` into `db`, which holds `from` and whose instance the
-   * caller has acquired (a read store open at `from`); only after `refusal` said null. On a
+   * caller has acquired (`replayHeld`); only after `refusal` said null. On a
    * failure the database is marked as holding nothing (as Spark's own load does), so the
    * next load reopens it whole; an Error other than a failed assertion (Spark's checks) is
    * thrown as it is.

@@ -38,11 +38,9 @@ import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
-import scala.Option;
 
 final class ChangelogFollower {
   private ChangelogFollower() {}
@@ -208,13 +206,8 @@ final class ChangelogFollower {
       if (why != null) {
         return "refused: " + why;
       }
-      ReadStateStore held = provider.getReadStore(from, Option.empty());
-      try {
-        ChangelogCatchUp.replay(db, from, to);
-        followed.replayed += to - from;
-      } finally {
-        held.release();
-      }
+      ChangelogCatchUp.replayHeld(provider, db, from, to);
+      followed.replayed += to - from;
     }
     return null;
   }

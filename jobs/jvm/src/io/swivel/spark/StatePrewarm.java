@@ -761,7 +761,8 @@ public final class StatePrewarm {
      * `replayed N` (versions) or `reopened: <why not in place>`.
      */
     private String topUp(Spec spec) throws Exception {
-      RocksDB db = rocksDbOf(loaded(spec.shadow()));
+      StateStoreProvider copy = loaded(spec.shadow());
+      RocksDB db = rocksDbOf(copy);
       long from = db == null ? -1 : db.loadedVersion();
       if (from == spec.version) {
         return "current";
@@ -771,19 +772,11 @@ public final class StatePrewarm {
         why = "refused by " + REPLAY_REFUSED_KEY;
       }
       if (why == null) {
-        // a read store at the version it holds: acquires the instance, reloads nothing
-        ReadStateStore held = openShadow(spec, from);
-        try {
-          if (rocksDbOf(loaded(spec.shadow())) != db || db.loadedVersion() != from) {
-            why = "the copy changed before it was acquired";  // the load below makes it right
-          } else {
-            ChangelogCatchUp.replay(db, from, spec.version);
-            return "replayed " + (spec.version - from);
-          }
+        try {  // held as a read store of the copy itself (a closed copy throws: reopened below)
+          ChangelogCatchUp.replayHeld(copy, db, from, spec.version);
+          return "replayed " + (spec.version - from);
         } catch (Exception e) {  // it then holds nothing: the load below reopens it whole
           why = "replay failed: " + describe(e);
-        } finally {
-          held.release();
         }
       }
       loadShadow(spec);
