@@ -46,15 +46,18 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, j
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 9
-# How often a prewarm reads the answers its loads announced through the block manager (no
-# Spark job: a look-up in the driver's BlockManagerMaster), how often it also polls with a
-# Spark job (one short task per bin, which waits for a slot beside the batch: only for an
-# answer whose announcement failed), and how long it waits for the loads at most.
-PREWARM_ANSWER_S = 0.2
+HELPER_API = 10
+# A prewarm reads the answers its loads announced through the block manager (no Spark job:
+# a look-up in the driver's BlockManagerMaster) each time an answer block is put or removed
+# (the helper's AnswerWatch wakes it), and at least every PREWARM_ANSWER_S; it also polls
+# with a Spark job every PREWARM_POLL_S (one short task per bin, which waits for a slot
+# beside the batch: only for an answer whose announcement failed), and waits for the loads
+# at most PREWARM_TIMEOUT_S. A target whose block manager has been unregistered for
+# PREWARM_LOST_S is lost.
+PREWARM_ANSWER_S = 1.0
 PREWARM_POLL_S = 30.0
 PREWARM_TIMEOUT_S = 180.0
-PREWARM_LOST_ROUNDS = 25  # reads in a row (5 s) that found the target's block manager gone
+PREWARM_LOST_S = 5.0
 # where the helper's `releaseShadows` points a released shadow id (StatePrewarm.RELEASED_EXECUTOR)
 RELEASED_EXECUTOR = "swivel-released"
 # A poll's answers that say the target holds no load of the bin by the asked id, so it will
@@ -161,7 +164,7 @@ class StatePrewarm:
         `PREWARM_POLL_S` catches an answer whose announcement failed. Blocks until every
         load has answered (call it from a thread, not from a batch); raises when they have
         not after `timeout_s` (None: `PREWARM_TIMEOUT_S`), or when `target`'s block manager
-        has been gone for `PREWARM_LOST_ROUNDS` reads (the executor is lost). Per bin and
+        has been gone for `PREWARM_LOST_S` (the executor is lost). Per bin and
         store: `status`
         (`loaded`, `already-loaded` when the target holds the real provider,
         `wrong-executor`, `failed`, `no-load` when the target lost the load, `superseded`
@@ -181,16 +184,18 @@ class StatePrewarm:
             timeout_s = PREWARM_TIMEOUT_S
         deadline = time.monotonic() + timeout_s
         last_poll = time.monotonic()
-        gone = 0  # reads in a row that found `target`'s block manager unregistered
-        helper = self._helper()  # resolved once: the loop below reads every 0.2 s
+        gone_since: float | None = None  # when a read first found `target` unregistered
+        helper = self._helper()  # resolved once: the loop below may read many times
+        sc = self.internals.sc._jsc.sc()
+        seen = helper.answerUpdates(sc)  # read before the answers: no update is missed
         root, run_id = self.internals.state_root(query), str(query.runId)
         while waiting:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
-            time.sleep(PREWARM_ANSWER_S)
+            seen = helper.awaitAnswers(sc, seen, int(_wait_s(gone_since) * 1e3))
             found: list[dict[str, Any]] = []
             if helper.registered(target):
-                gone = 0
+                gone_since = None
                 found = _announced(
                     helper,
                     root=root,
@@ -200,8 +205,8 @@ class StatePrewarm:
                     load_id=load_id,
                 )
             else:  # no fetch from a block manager that left: it could hang on its address
-                gone += 1
-                if gone >= PREWARM_LOST_ROUNDS:
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since >= PREWARM_LOST_S:
                     raise RuntimeError(f"executor {target} is gone (its block manager left)")
             if time.monotonic() - last_poll >= PREWARM_POLL_S:
                 last_poll = time.monotonic()
@@ -423,6 +428,14 @@ class StatePrewarm:
             self.internals.state_root(query),
             str(query.runId),
         )
+
+
+def _wait_s(gone_since: float | None) -> float:
+    """How long the next wait for an answer may sleep: PREWARM_ANSWER_S, shorter while the
+    target is unregistered (a lost executor is told from a slow one within PREWARM_LOST_S)."""
+    if gone_since is None:
+        return PREWARM_ANSWER_S
+    return max(0.0, min(PREWARM_ANSWER_S, PREWARM_LOST_S - (time.monotonic() - gone_since)))
 
 
 def _announced(

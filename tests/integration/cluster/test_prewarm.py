@@ -99,6 +99,8 @@ def test_prewarmed_bin_switches_without_reload(
 
         # 1. Load the bin on the target while the owner serves it (off the batch path). No
         #    poll job may answer: the load's answer arrives through the block manager.
+        broadcasts = prewarm._helper().confBroadcasts  # the helper jobs' Hadoop-conf broadcasts
+        before = broadcasts()
         with monkeypatch.context() as patched:
             patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
             loaded = internals.prewarm(query, [moved], target, hosts[target])
@@ -126,6 +128,11 @@ def test_prewarmed_bin_switches_without_reload(
         # the helper's releaseShadows pointed the shadow id at no executor
         assert shadow_location(internals, query, control) == RELEASED_EXECUTOR
 
+        # The helper jobs so far (two loads, a poll, two releases, a probe) shipped the
+        # unchanged Hadoop conf as one broadcast, not each inside its tasks.
+        assert broadcasts() - before <= 1, (before, broadcasts())
+        unchanged = broadcasts()
+
         # 1c. A load released while it runs closes its own copy when it ends, and nothing
         #     else does: the driver does not point the shadow id away (patched out here),
         #     so the target's maintenance would keep a copy the load left. The load is held
@@ -147,6 +154,8 @@ def test_prewarmed_bin_switches_without_reload(
             finally:
                 session.conf().unset("swivel.prewarm.test.holdWhileExists")
             assert [r["status"] for r in started] == ["loading"], started
+            # a changed setting gets a new broadcast: the load is held only if it read it
+            assert broadcasts() == unchanged + 1, (unchanged, broadcasts())
             time.sleep(0.5)  # the loader thread has taken it up (it is held there)
             try:
                 dropped = prewarm.release(

@@ -6,6 +6,8 @@ with switches (the real one runs in tests/integration/cluster/test_prewarm.py)."
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +17,16 @@ from swivel.jobs import spark_prewarm
 from swivel.jobs.spark_prewarm import StatePrewarm
 
 
+class FakeContext:
+    class _jsc:  # noqa: N801 (PySpark's SparkContext._jsc)
+        @staticmethod
+        def sc() -> str:
+            return "the-spark-context"
+
+
 class FakeInternals:
     _jvm = None
+    sc = FakeContext()
 
     def state_root(self, query: Any) -> str:
         return "/checkpoint/state"
@@ -47,6 +57,18 @@ class JavaList:
 class FakeHelper:
     def __init__(self, owner: ScriptedPrewarm) -> None:
         self.owner = owner
+
+    def answerUpdates(self, sc: str) -> int:  # the JVM method, called through py4j
+        return self.owner.updates
+
+    def awaitAnswers(self, sc: str, seen: int, timeout_ms: int) -> int:
+        """As AnswerWatch: until an answer block changed since `seen`, or the timeout (the
+        scripted announcements come with no block update: each read waits the timeout)."""
+        self.owner.waits_ms.append(timeout_ms)
+        end = time.monotonic() + timeout_ms / 1e3
+        while self.owner.updates == seen and time.monotonic() < end:
+            time.sleep(0.001)
+        return self.owner.updates
 
     def registered(self, executor: str) -> bool:
         self.owner.registered_reads += 1
@@ -79,6 +101,8 @@ class ScriptedPrewarm(StatePrewarm):
         self.target_registered = True
         self.poll_answers: list[dict[str, Any]] = []
         self.released_shadows: list[tuple[str, list[str], list[str], str, str]] = []
+        self.updates = 0  # answer-block updates the fake AnswerWatch has seen
+        self.waits_ms: list[int] = []
 
     def _helper(self) -> Any:
         return FakeHelper(self)
@@ -137,13 +161,39 @@ def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch
     assert [r["status"] for r in results] == ["loaded"] and "poll" in prewarm.jobs
 
 
-def test_a_target_whose_block_manager_left_ends_the_wait() -> None:
+def test_a_target_whose_block_manager_left_ends_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 0.05)
+    monkeypatch.setattr(spark_prewarm, "PREWARM_LOST_S", 0.2)
     prewarm = ScriptedPrewarm()
     prewarm.target_registered = False
+    began = time.monotonic()
     with pytest.raises(RuntimeError, match="executor 1 is gone"):
         prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3, timeout_s=30.0)
-    assert prewarm.registered_reads == spark_prewarm.PREWARM_LOST_ROUNDS
+    assert 0.2 <= time.monotonic() - began < 5.0  # PREWARM_LOST_S, not the timeout
+    assert prewarm.registered_reads >= 2
     assert prewarm.announced_reads == 0  # nothing is fetched from a block manager that left
+
+
+def test_an_answer_block_update_wakes_the_wait_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between reads the wait sleeps until an answer block changes, not for a fixed period:
+    the load's announcement (a block put, 0.2 s in) ends a sleep of up to 30 s at once."""
+    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 30.0)
+    prewarm = ScriptedPrewarm()
+    prewarm.announce_after = None
+
+    def announce() -> None:
+        load_id = prewarm.load_ids[0]
+        prewarm.blocks[load_id] = [answer(7, "loaded", load_id)]
+        prewarm.updates += 1  # the block manager's update event, as AnswerWatch counts it
+
+    threading.Timer(0.2, announce).start()
+    began = time.monotonic()
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3)
+    assert [r["status"] for r in results] == ["loaded"]
+    assert 0.2 <= time.monotonic() - began < 5.0  # woken by the update, not the 30 s
+    assert prewarm.waits_ms == [30_000]  # one wait, one read
 
 
 def test_an_earlier_loads_answer_does_not_end_a_new_wait() -> None:

@@ -47,6 +47,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.function.Function;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.execution.streaming.runtime.StreamExecution$;
 import org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider;
@@ -84,7 +85,7 @@ public final class StatePrewarm {
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 9;
+  public static final int API = 10;
 
   /**
    * A failure switch for tests: a session setting naming a file; a load started while it is
@@ -200,6 +201,11 @@ public final class StatePrewarm {
     return API;
   }
 
+  /** Driver side: how many Hadoop-conf broadcasts the helper jobs have made (ShippedConf). */
+  public static long confBroadcasts() {
+    return ShippedConf.broadcasts();
+  }
+
   /** One store of one bin of one query run: the key of its load and of its answer. */
   static String answerKey(String root, long operatorId, int partition, String storeName,
       String runId) {
@@ -214,9 +220,30 @@ public final class StatePrewarm {
   // and the driver reads it with no job at all: a look-up in the master and one fetch.
 
   /** The block that carries the answer of one load (`loadId`, made by the driver) of `key`. */
+  /** What every answer block's name holds (AnswerWatch wakes the waits on it). */
+  static final String ANSWER_BLOCK_PREFIX = "swivel-prewarm-";
+
   static BlockId answerBlock(String key, String loadId) {
     UUID id = UUID.nameUUIDFromBytes((key + "|" + loadId).getBytes(StandardCharsets.UTF_8));
-    return TestBlockId.apply("swivel-prewarm-" + id);
+    return TestBlockId.apply(ANSWER_BLOCK_PREFIX + id);
+  }
+
+  /**
+   * Driver side: how many answer blocks have been put or removed so far (AnswerWatch, added
+   * as `sc`'s listener on first use). Read it before reading the answers, then pass it to
+   * `awaitAnswers`.
+   */
+  public static long answerUpdates(SparkContext sc) {
+    return AnswerWatch.of(sc).updates();
+  }
+
+  /**
+   * Driver side: waits up to `timeoutMs` for an answer block to be put or removed after
+   * `answerUpdates` returned `seen`; returns the count then (at once when one already was).
+   */
+  public static long awaitAnswers(SparkContext sc, long seen, long timeoutMs)
+      throws InterruptedException {
+    return AnswerWatch.of(sc).awaitAfter(seen, timeoutMs);
   }
 
   /**
@@ -420,7 +447,7 @@ public final class StatePrewarm {
         ClassTag$.MODULE$.apply(Spec.class));
     StateStoreConf storeConf = new StateStoreConf(sqlConf,
         scala.collection.immutable.Map$.MODULE$.<String, String>empty());
-    Runner runner = new Runner(storeConf, new SerializableConfiguration(hadoopConf));
+    Runner runner = new Runner(storeConf, ShippedConf.of(sc, hadoopConf));
     // Inside foreachBatch this thread carries the batch's description ("... batch = N"),
     // which the adapter uses to find a batch's jobs: ours get their own, then it is restored.
     String description = sc.getLocalProperty(JOB_DESCRIPTION);
@@ -519,11 +546,16 @@ public final class StatePrewarm {
   static final class Runner implements Function<Spec, String> {
     private static final long serialVersionUID = 1L;
     private final StateStoreConf storeConf;
-    private final SerializableConfiguration hadoopConf;
+    // broadcast: fetched once per executor, not shipped and deserialised with every task
+    private final Broadcast<SerializableConfiguration> shippedConf;
 
-    Runner(StateStoreConf storeConf, SerializableConfiguration hadoopConf) {
+    Runner(StateStoreConf storeConf, Broadcast<SerializableConfiguration> shippedConf) {
       this.storeConf = storeConf;
-      this.hadoopConf = hadoopConf;
+      this.shippedConf = shippedConf;
+    }
+
+    private Configuration hadoopConf() {
+      return shippedConf.value().value();
     }
 
     @Override
@@ -567,7 +599,7 @@ public final class StatePrewarm {
         return out.put("status", "already-loaded").toString();  // it serves (served) the bin
       }
       long start = System.nanoTime();
-      holdWhileExists(hadoopConf.value().get(LOAD_HOLD_KEY, ""));
+      holdWhileExists(hadoopConf().get(LOAD_HOLD_KEY, ""));
       ChangelogFollower.stop(spec.key(), "reloaded");  // the load below may replace its version
       loadShadow(spec);
       double ms = (System.nanoTime() - start) / 1e6;
@@ -575,9 +607,9 @@ public final class StatePrewarm {
       if (provider != null) {
         PREWARMED.put(spec.key(), new WeakReference<>(provider));
         if (rocksDbOf(provider) != null
-            && !hadoopConf.value().getBoolean(REPLAY_REFUSED_KEY, false)) {
+            && !hadoopConf().getBoolean(REPLAY_REFUSED_KEY, false)) {
           ChangelogFollower.Followed followed = new ChangelogFollower.Followed(shadow, provider,
-              spec.root, new Configuration(hadoopConf.value()));
+              spec.root, new Configuration(hadoopConf()));
           ChangelogFollower.catchUp(followed);
           synchronized (LOADS) {
             if (current.getAsBoolean()) {
@@ -704,7 +736,7 @@ public final class StatePrewarm {
       KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
       return StateStore$.MODULE$.getReadOnly(spec.shadow(), keySchema, valueSchema, encoder,
           version, Option.empty(), Option.empty(), spec.columnFamilies, storeConf,
-          new Configuration(hadoopConf.value()), spec.columnFamilies);
+          new Configuration(hadoopConf()), spec.columnFamilies);
     }
 
     private String activate(Spec spec, Json out) throws Exception {
@@ -768,7 +800,7 @@ public final class StatePrewarm {
         return "current";
       }
       String why = db == null ? "no database" : ChangelogCatchUp.refusal(db, from, spec.version);
-      if (why == null && hadoopConf.value().getBoolean(REPLAY_REFUSED_KEY, false)) {
+      if (why == null && hadoopConf().getBoolean(REPLAY_REFUSED_KEY, false)) {
         why = "refused by " + REPLAY_REFUSED_KEY;
       }
       if (why == null) {
