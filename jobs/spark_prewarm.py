@@ -164,9 +164,8 @@ class StatePrewarm:
         `PREWARM_POLL_S` catches an answer whose announcement failed. Blocks until every
         load has answered (call it from a thread, not from a batch); raises when they have
         not after `timeout_s` (None: `PREWARM_TIMEOUT_S`), or when `target`'s block manager
-        has been gone for `PREWARM_LOST_S` (the executor is lost). Per bin and
-        store: `status`
-        (`loaded`, `already-loaded` when the target holds the real provider,
+        has been gone for `PREWARM_LOST_S` (the executor is lost). Per bin and store:
+        `status` (`loaded`, `already-loaded` when the target holds the real provider,
         `wrong-executor`, `failed`, `no-load` when the target lost the load, `superseded`
         when another load of the bin replaced it), `load_ms`. `load_id` names this load
         (default: a new one); `release` takes it, so that it drops this load and no later
@@ -175,6 +174,10 @@ class StatePrewarm:
         if version is None:
             version = self.committed_version(query)
         load_id = load_id or new_load_id()  # no other load's answers can pass for this one's
+        helper = self._helper()  # resolved once: the loop below may read many times
+        sc = self.internals.sc._jsc.sc()
+        # read before the loads start: an answer announced before the first wait wakes it
+        seen = helper.answerUpdates(sc)
         started = self._run(
             "load", query, bins, target, host=host, stores=stores, version=version, load_id=load_id
         )
@@ -185,9 +188,6 @@ class StatePrewarm:
         deadline = time.monotonic() + timeout_s
         last_poll = time.monotonic()
         gone_since: float | None = None  # when a read first found `target` unregistered
-        helper = self._helper()  # resolved once: the loop below may read many times
-        sc = self.internals.sc._jsc.sc()
-        seen = helper.answerUpdates(sc)  # read before the answers: no update is missed
         root, run_id = self.internals.state_root(query), str(query.runId)
         while waiting:
             if time.monotonic() > deadline:

@@ -101,10 +101,13 @@ def test_prewarmed_bin_switches_without_reload(
         #    poll job may answer: the load's answer arrives through the block manager.
         broadcasts = prewarm._helper().confBroadcasts  # the helper jobs' Hadoop-conf broadcasts
         before = broadcasts()
+        updates_before = prewarm._helper().answerUpdates(internals.sc._jsc.sc())
         with monkeypatch.context() as patched:
             patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
             loaded = internals.prewarm(query, [moved], target, hosts[target])
         assert [r["status"] for r in loaded] == ["loaded"], [r.get("error") for r in loaded]
+        # the driver's AnswerWatch saw the answer block put (it wakes the wait)
+        assert prewarm._helper().answerUpdates(internals.sc._jsc.sc()) > updates_before
         assert loaded[0]["loader"] == "nice 10", loaded  # the batch's tasks win the core
         prewarm_version = int(loaded[0]["version"])
 

@@ -196,6 +196,18 @@ def test_an_answer_block_update_wakes_the_wait_at_once(monkeypatch: pytest.Monke
     assert prewarm.waits_ms == [30_000]  # one wait, one read
 
 
+def test_a_wait_for_an_unregistered_target_ends_when_it_counts_as_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 1.0)
+    monkeypatch.setattr(spark_prewarm, "PREWARM_LOST_S", 5.0)
+    now = time.monotonic()
+    assert spark_prewarm._wait_s(None) == 1.0  # registered: the full wait
+    assert spark_prewarm._wait_s(now) == pytest.approx(1.0)  # lost only in 5 s
+    assert spark_prewarm._wait_s(now - 4.7) == pytest.approx(0.3, abs=0.05)  # not past 5 s
+    assert spark_prewarm._wait_s(now - 6.0) == 0.0
+
+
 def test_an_earlier_loads_answer_does_not_end_a_new_wait() -> None:
     """The first load of bin 7 answered; a second load of it waits for its own answer (here
     one that never comes) instead of taking the first one's."""

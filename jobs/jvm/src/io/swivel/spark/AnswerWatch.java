@@ -17,21 +17,24 @@
  */
 package io.swivel.spark;
 
+import java.lang.ref.WeakReference;
+
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerBlockUpdated;
 
 final class AnswerWatch extends SparkListener {
   private static AnswerWatch installed;
-  private static SparkContext installedOn;
+  // weak: a stopped context is not kept for the next one's sake
+  private static WeakReference<SparkContext> installedOn = new WeakReference<>(null);
 
   private long updates;  // answer blocks put or removed since the listener was added
 
   /** The watch of `sc`'s answer blocks, added as a listener on first use. */
   static synchronized AnswerWatch of(SparkContext sc) {
-    if (installed == null || installedOn != sc) {
+    if (installed == null || installedOn.get() != sc) {
       installed = new AnswerWatch();
-      installedOn = sc;
+      installedOn = new WeakReference<>(sc);
       sc.addSparkListener(installed);
     }
     return installed;

@@ -179,7 +179,7 @@ final class ChangelogFollower {
    */
   static String advance(Followed followed) throws Exception {
     StateStoreProvider provider = followed.provider;
-    RocksDB db = StatePrewarm.rocksDbOf(provider);
+    RocksDB db = ProviderInternals.rocksDbOf(provider);
     if (db == null) {
       return followed.stopped != null ? followed.stopped : "no database";
     }
@@ -196,7 +196,7 @@ final class ChangelogFollower {
       if (followed.stopped != null) {
         return followed.stopped;
       }
-      if (StatePrewarm.loaded(followed.shadow) != provider) {
+      if (ProviderInternals.loaded(followed.shadow) != provider) {
         return "its copy is no longer loaded under the shadow id";
       }
       if (db.loadedVersion() != from) {

@@ -15,10 +15,12 @@
  * Reused only while the configuration's entries are exactly the ones broadcast (compared
  * entry by entry, ~0.2 ms): a setting changed in the session (the tests' failure switches
  * are such settings) gives the next job a new broadcast. A replaced broadcast is removed by
- * Spark's ContextCleaner once no job holds it.
+ * Spark's ContextCleaner once no job holds it; so a load reads the conf on its task's
+ * thread, not later on the loader thread, where the broadcast's blocks may be gone.
  */
 package io.swivel.spark;
 
+import java.lang.ref.WeakReference;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -31,7 +33,8 @@ import scala.reflect.ClassTag$;
 final class ShippedConf {
   private ShippedConf() {}
 
-  private static SparkContext context;
+  // weak: a stopped context (and what it holds) is not kept for the next one's sake
+  private static WeakReference<SparkContext> context = new WeakReference<>(null);
   private static Map<String, String> entries;
   private static Broadcast<SerializableConfiguration> shipped;
   private static long broadcasts;
@@ -40,10 +43,10 @@ final class ShippedConf {
   static synchronized Broadcast<SerializableConfiguration> of(SparkContext sc,
       Configuration conf) {
     Map<String, String> now = entriesOf(conf);
-    if (shipped == null || context != sc || !now.equals(entries)) {
+    if (shipped == null || context.get() != sc || !now.equals(entries)) {
       shipped = sc.broadcast(new SerializableConfiguration(conf),
           ClassTag$.MODULE$.apply(SerializableConfiguration.class));
-      context = sc;
+      context = new WeakReference<>(sc);
       entries = now;
       broadcasts++;
     }

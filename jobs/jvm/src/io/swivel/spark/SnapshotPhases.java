@@ -119,7 +119,7 @@ public final class SnapshotPhases {
       String runId = spec[2];
       List<Tuple2<StateStoreProviderId, StateStoreProvider>> found = new ArrayList<>();
       HashMap<StateStoreProviderId, StateStoreProvider> providers =
-          StatePrewarm.loadedProviders();
+          ProviderInternals.loadedProviders();
       synchronized (providers) {
         found.addAll(CollectionConverters.asJava(providers.toList()));
       }

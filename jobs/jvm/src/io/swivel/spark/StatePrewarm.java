@@ -4,7 +4,8 @@
  *
  * Checked against Spark 4.3.0 only (jobs/spark_prewarm.py refuses other versions). It uses
  * private[sql] Spark classes (public in bytecode) and, for the switch, reflection on
- * StateStore's private `loadedProviders` map.
+ * StateStore's private `loadedProviders` map and the providers' own members
+ * (ProviderInternals).
  *
  * Why a *shadow* provider id: on an executor, StateStore.getStateStoreProvider reports every
  * provider it loads to the driver's StateStoreCoordinator as the active instance, and both
@@ -26,8 +27,6 @@ package io.swivel.spark;
 
 import java.io.Serializable;
 import java.lang.ref.WeakReference;
-import java.lang.reflect.Field;
-import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -49,13 +48,11 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.function.Function;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
-import org.apache.spark.sql.execution.streaming.runtime.StreamExecution$;
 import org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
-import org.apache.spark.sql.execution.streaming.state.RocksDBEventForwarder;
 import org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.SchemaHelper;
 import org.apache.spark.sql.execution.streaming.state.StateStore$;
@@ -219,10 +216,10 @@ public final class StatePrewarm {
   // (the executor's BlockManager tells the driver's BlockManagerMaster that it holds it),
   // and the driver reads it with no job at all: a look-up in the master and one fetch.
 
-  /** The block that carries the answer of one load (`loadId`, made by the driver) of `key`. */
   /** What every answer block's name holds (AnswerWatch wakes the waits on it). */
   static final String ANSWER_BLOCK_PREFIX = "swivel-prewarm-";
 
+  /** The block that carries the answer of one load (`loadId`, made by the driver) of `key`. */
   static BlockId answerBlock(String key, String loadId) {
     UUID id = UUID.nameUUIDFromBytes((key + "|" + loadId).getBytes(StandardCharsets.UTF_8));
     return TestBlockId.apply(ANSWER_BLOCK_PREFIX + id);
@@ -554,6 +551,11 @@ public final class StatePrewarm {
       this.shippedConf = shippedConf;
     }
 
+    /**
+     * The session's Hadoop conf, shared by every helper task of the executor (one broadcast
+     * value): read it, never change it; Spark is handed a copy (StateStore sets the run id
+     * on the conf it is given).
+     */
     private Configuration hadoopConf() {
       return shippedConf.value().value();
     }
@@ -591,25 +593,25 @@ public final class StatePrewarm {
      * committed while it loaded (ChangelogFollower.catchUp) and is followed from here on,
      * registered only while `current` (under the loads' lock) says this is the bin's load.
      */
-    private String prewarm(Spec spec, Json out, java.util.function.BooleanSupplier current)
-        throws Exception {
+    private String prewarm(Spec spec, Json out, java.util.function.BooleanSupplier current,
+        Configuration conf) throws Exception {
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
       if (StateStore$.MODULE$.isLoaded(real)) {
         return out.put("status", "already-loaded").toString();  // it serves (served) the bin
       }
       long start = System.nanoTime();
-      holdWhileExists(hadoopConf().get(LOAD_HOLD_KEY, ""));
+      holdWhileExists(conf.get(LOAD_HOLD_KEY, ""));
       ChangelogFollower.stop(spec.key(), "reloaded");  // the load below may replace its version
-      loadShadow(spec);
+      loadShadow(spec, conf);
       double ms = (System.nanoTime() - start) / 1e6;
-      StateStoreProvider provider = loaded(shadow);
+      StateStoreProvider provider = ProviderInternals.loaded(shadow);
       if (provider != null) {
         PREWARMED.put(spec.key(), new WeakReference<>(provider));
-        if (rocksDbOf(provider) != null
-            && !hadoopConf().getBoolean(REPLAY_REFUSED_KEY, false)) {
+        if (ProviderInternals.rocksDbOf(provider) != null
+            && !conf.getBoolean(REPLAY_REFUSED_KEY, false)) {
           ChangelogFollower.Followed followed = new ChangelogFollower.Followed(shadow, provider,
-              spec.root, new Configuration(hadoopConf()));
+              spec.root, new Configuration(conf));
           ChangelogFollower.catchUp(followed);
           synchronized (LOADS) {
             if (current.getAsBoolean()) {
@@ -622,7 +624,7 @@ public final class StatePrewarm {
       return out.put("status", provider != null ? "loaded" : "evicted")
           .put("version", spec.version).put("load_ms", ms).put("loader", loaderPriority)
           .put("provider", provider == null ? 0 : System.identityHashCode(provider))
-          .put("rocksdb_version", rocksDbVersion(provider))
+          .put("rocksdb_version", ProviderInternals.rocksDbVersion(provider))
           .toString();
     }
 
@@ -642,6 +644,10 @@ public final class StatePrewarm {
       Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
           .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
           .put("action", "prewarm").put("load_id", spec.loadId);
+      // read on the task's thread, while its job holds the broadcast: a load may wait in the
+      // loader's queue after a changed setting has replaced the broadcast and Spark's
+      // cleaner has removed the old one's blocks
+      Configuration conf = hadoopConf();
       AtomicReference<Load> self = new AtomicReference<>();
       Load task = new Load(spec.loadId, () -> {
         synchronized (LOADS) {
@@ -653,7 +659,7 @@ public final class StatePrewarm {
         String result;
         boolean orphan;
         try {
-          result = prewarm(spec, answer, () -> LOADS.get(key) == self.get());
+          result = prewarm(spec, answer, () -> LOADS.get(key) == self.get(), conf);
         } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
           result = answer.put("status", "failed").put("error", describe(e)).toString();
         } finally {
@@ -720,9 +726,9 @@ public final class StatePrewarm {
      * checkpoint brings back. The read store is then released: on RocksDB `abort()` is a
      * rollback that throws the loaded version away, `release()` keeps it.
      */
-    private void loadShadow(Spec spec) throws Exception {
-      ReadStateStore store = openShadow(spec, spec.version);
-      if (loaded(spec.shadow()) instanceof RocksDBStateStoreProvider) {
+    private void loadShadow(Spec spec, Configuration conf) throws Exception {
+      ReadStateStore store = openShadow(spec, spec.version, conf);
+      if (ProviderInternals.loaded(spec.shadow()) instanceof RocksDBStateStoreProvider) {
         store.release();
       } else {
         store.abort();
@@ -730,13 +736,14 @@ public final class StatePrewarm {
     }
 
     /** A read store of the shadow copy at `version` (loaded first where it is not). */
-    private ReadStateStore openShadow(Spec spec, long version) throws Exception {
+    private ReadStateStore openShadow(Spec spec, long version, Configuration conf)
+        throws Exception {
       StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
       StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
       KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
       return StateStore$.MODULE$.getReadOnly(spec.shadow(), keySchema, valueSchema, encoder,
           version, Option.empty(), Option.empty(), spec.columnFamilies, storeConf,
-          new Configuration(hadoopConf()), spec.columnFamilies);
+          new Configuration(conf), spec.columnFamilies);
     }
 
     private String activate(Spec spec, Json out) throws Exception {
@@ -750,13 +757,15 @@ public final class StatePrewarm {
       }
       StateStoreProviderId real = spec.real();
       StateStoreProviderId shadow = spec.shadow();
-      if (spec.version > 0 && loaded(shadow) instanceof RocksDBStateStoreProvider) {
+      if (spec.version > 0
+          && ProviderInternals.loaded(shadow) instanceof RocksDBStateStoreProvider) {
         long start = System.nanoTime();
         String how = topUp(spec);
         out.put("topup_ms", (System.nanoTime() - start) / 1e6).put("topup_version", spec.version)
             .put("topup", how);
       }
-      HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
+      HashMap<StateStoreProviderId, StateStoreProvider> providers =
+          ProviderInternals.loadedProviders();
       StateStoreProvider leftover = null;
       String status;
       StateStoreProvider moved = null;
@@ -779,9 +788,9 @@ public final class StatePrewarm {
       out.put("status", status);
       if (moved != null) {
         out.put("provider", System.identityHashCode(moved))
-            .put("provider_id_fixed", renameProvider(moved, real))
-            .put("rocksdb_version", rocksDbVersion(moved))
-            .put("forwarder_fixed", renameForwarder(moved, real));
+            .put("provider_id_fixed", ProviderInternals.renameProvider(moved, real))
+            .put("rocksdb_version", ProviderInternals.rocksDbVersion(moved))
+            .put("forwarder_fixed", ProviderInternals.renameForwarder(moved, real));
       }
       return out.toString();
     }
@@ -793,8 +802,8 @@ public final class StatePrewarm {
      * `replayed N` (versions) or `reopened: <why not in place>`.
      */
     private String topUp(Spec spec) throws Exception {
-      StateStoreProvider copy = loaded(spec.shadow());
-      RocksDB db = rocksDbOf(copy);
+      StateStoreProvider copy = ProviderInternals.loaded(spec.shadow());
+      RocksDB db = ProviderInternals.rocksDbOf(copy);
       long from = db == null ? -1 : db.loadedVersion();
       if (from == spec.version) {
         return "current";
@@ -811,20 +820,20 @@ public final class StatePrewarm {
           why = "replay failed: " + describe(e);
         }
       }
-      loadShadow(spec);
+      loadShadow(spec, hadoopConf());
       return "reopened: " + why;
     }
 
     private String probe(Spec spec, Json out) throws Exception {
-      StateStoreProvider provider = loaded(spec.real());
+      StateStoreProvider provider = ProviderInternals.loaded(spec.real());
       WeakReference<StateStoreProvider> ref = PREWARMED.get(spec.key());
       StateStoreProvider prewarmed = ref == null ? null : ref.get();
-      StateStoreProvider shadow = loaded(spec.shadow());
+      StateStoreProvider shadow = ProviderInternals.loaded(spec.shadow());
       ChangelogFollower.Followed followed = ChangelogFollower.followed(spec.key());
       out.put("loaded", provider != null)
           .put("prewarmed_provider", provider != null && provider == prewarmed)
           .put("shadow_loaded", shadow != null)
-          .put("shadow_version", rocksDbVersion(shadow))
+          .put("shadow_version", ProviderInternals.rocksDbVersion(shadow))
           .put("followed", followed == null ? -1 : followed.replayed)
           .put("follow_stopped", followed == null ? "not followed"
               : followed.stopped == null ? "" : followed.stopped)
@@ -832,7 +841,7 @@ public final class StatePrewarm {
       if (provider != null) {
         out.put("provider", System.identityHashCode(provider))
             .put("provider_class", provider.getClass().getSimpleName())
-            .put("rocksdb_version", rocksDbVersion(provider));
+            .put("rocksdb_version", ProviderInternals.rocksDbVersion(provider));
       }
       if (provider instanceof HDFSBackedStateStoreProvider) {
         HDFSBackedStateStoreProvider hdfs = (HDFSBackedStateStoreProvider) provider;
@@ -940,7 +949,8 @@ public final class StatePrewarm {
 
   /** Takes the bin's shadow copy out of `loadedProviders` (none: empty). */
   static Option<StateStoreProvider> takeShadow(Spec spec) throws Exception {
-    HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
+    HashMap<StateStoreProviderId, StateStoreProvider> providers =
+        ProviderInternals.loadedProviders();
     synchronized (providers) {
       return providers.remove(spec.shadow());
     }
@@ -953,123 +963,6 @@ public final class StatePrewarm {
       StateStore$.MODULE$.closeProvider(spec.shadow(), copy.get());
       PREWARMED.remove(spec.key());  // only a copy's: after an activation it names the real one
     }
-  }
-
-  /**
-   * Makes a re-keyed shadow provider the real id's provider in what it tells the driver. The
-   * HDFS and RocksDB providers keep (a) the provider id they were created under, built at
-   * init from the run id in their Hadoop conf, for their snapshot-upload reports, and (b) that
-   * Hadoop conf, whose run id every commit is reported under
-   * (StateStore.reportCommitToCoordinator): the driver's BatchCommitTracker waits for the
-   * real run's commits, and a commit reported under the shadow run id fails the batch. Both
-   * are set to the real id (reflection). False when the provider class has either missing.
-   */
-  static boolean renameProvider(StateStoreProvider provider, StateStoreProviderId real) {
-    boolean idSet = false;
-    boolean confSet = false;
-    String runIdKey = StreamExecution$.MODULE$.RUN_ID_KEY();
-    for (Class<?> c = provider.getClass(); c != null; c = c.getSuperclass()) {
-      try {
-        if (!idSet) {
-          Field field = c.getDeclaredField("stateStoreProviderId");
-          field.setAccessible(true);
-          field.set(provider, real);
-          idSet = true;
-        }
-      } catch (NoSuchFieldException e) {
-        // try the superclass
-      } catch (ReflectiveOperationException | RuntimeException e) {
-        return false;
-      }
-      for (Method method : c.getDeclaredMethods()) {
-        if (!confSet && method.getName().endsWith("$$hadoopConf")
-            && method.getParameterCount() == 0
-            && Configuration.class.isAssignableFrom(method.getReturnType())) {
-          try {
-            method.setAccessible(true);
-            Configuration conf = (Configuration) method.invoke(provider);
-            conf.set(runIdKey, real.queryRunId().toString());
-            confSet = true;
-          } catch (ReflectiveOperationException | RuntimeException e) {
-            return false;
-          }
-        }
-      }
-    }
-    return idSet && confSet;
-  }
-
-  /**
-   * A RocksDB provider (and its database) report each snapshot upload to the driver under the
-   * run id they were created with (RocksDBEventForwarder): a re-keyed shadow provider would
-   * report the shadow run, and the coordinator would count the real bin's snapshots as
-   * lagging. Both forwarders are replaced by one for the real id (reflection; the database's
-   * field is final, which Java 17 still lets reflection set on an ordinary class). True when
-   * not RocksDB, or when both were replaced.
-   */
-  static boolean renameForwarder(StateStoreProvider provider, StateStoreProviderId real) {
-    if (!(provider instanceof RocksDBStateStoreProvider)) {
-      return true;
-    }
-    try {
-      Option<RocksDBEventForwarder> forwarder = Option.apply(new RocksDBEventForwarder(
-          real.queryRunId().toString(), real.storeId()));
-      Field onProvider = RocksDBStateStoreProvider.class.getDeclaredField("rocksDBEventForwarder");
-      onProvider.setAccessible(true);
-      onProvider.set(provider, forwarder);
-      Field dbField = RocksDBStateStoreProvider.class.getDeclaredField("rocksDB");
-      dbField.setAccessible(true);
-      Object db = dbField.get(provider);
-      if (db != null) {
-        Field onDb = RocksDB.class.getDeclaredField("eventForwarder");
-        onDb.setAccessible(true);
-        onDb.set(db, forwarder);
-      }
-      return true;
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      return false;
-    }
-  }
-
-  /**
-   * The version a RocksDB provider's database holds (-1: none, or not RocksDB).
-   */
-  static long rocksDbVersion(StateStoreProvider provider) {
-    RocksDB db = rocksDbOf(provider);
-    return db == null ? -1 : db.loadedVersion();
-  }
-
-  /**
-   * A RocksDB provider's database, or null (none yet, not RocksDB, or not readable). Read
-   * without `rocksDB()`, which would create the database of a provider that has none yet.
-   */
-  static RocksDB rocksDbOf(StateStoreProvider provider) {
-    if (!(provider instanceof RocksDBStateStoreProvider)) {
-      return null;
-    }
-    try {
-      Field field = RocksDBStateStoreProvider.class.getDeclaredField("rocksDB");
-      field.setAccessible(true);
-      return (RocksDB) field.get(provider);
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      return null;
-    }
-  }
-
-  static StateStoreProvider loaded(StateStoreProviderId id) throws Exception {
-    HashMap<StateStoreProviderId, StateStoreProvider> providers = loadedProviders();
-    synchronized (providers) {
-      Option<StateStoreProvider> found = providers.get(id);
-      return found.isDefined() ? found.get() : null;
-    }
-  }
-
-  @SuppressWarnings("unchecked")
-  static HashMap<StateStoreProviderId, StateStoreProvider> loadedProviders() throws Exception {
-    Method accessor = StateStore$.class.getDeclaredMethod("loadedProviders");
-    accessor.setAccessible(true);
-    return (HashMap<StateStoreProviderId, StateStoreProvider>) accessor.invoke(
-        StateStore$.MODULE$);
   }
 
   /** An error with the frames that tell where it came from (a load has no task log). */
