@@ -64,3 +64,26 @@ def test_the_trigger_and_the_slots_reach_the_settings_and_a_negative_trigger_is_
     refused = runner.invoke(migration, ["--trigger-ms", "-1", "--plots", str(tmp_path)])
     assert refused.exit_code == 2 and "--trigger-ms" in refused.output, refused.output
     assert len(seen) == 2  # nothing ran for the refused value
+
+
+def test_the_source_log_compaction_interval_reaches_the_session(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from swivel_tools.bench.migration_settings import migration_conf
+
+    seen: list[bench.BenchConfig] = []
+
+    def run(config: bench.BenchConfig, **_: Any) -> dict[str, Any]:
+        seen.append(config)
+        return {"steady_batch_ms": {"p50": 2_000.0, "keys": 160_000}, "strategies": {}}
+
+    monkeypatch.setattr(bench, "run_migration_bench", run)
+    runner = CliRunner()
+    assert runner.invoke(migration, ["--plots", str(tmp_path)]).exit_code == 0
+    key = "spark.sql.streaming.fileSource.log.compactInterval"
+    assert migration_conf(seen[-1])[key] == "10"  # Spark's default unless asked
+    asked = ["--source-log-compact-interval", "100000", "--plots", str(tmp_path)]
+    assert runner.invoke(migration, asked).exit_code == 0
+    assert migration_conf(seen[-1])[key] == "100000"
+    refused = runner.invoke(migration, ["--source-log-compact-interval", "0"])
+    assert refused.exit_code == 2 and "--source-log-compact-interval" in refused.output

@@ -41,6 +41,9 @@ class BenchConfig:
     read_mb_per_s: float = 150.0
     open_latency_ms: float = 20.0
     snapshot_every: int = 10  # Spark's default minDeltasForSnapshot
+    # the file source's log compacts every N batches (Spark's default 10): on throttled://
+    # that batch reads the last N log files at 20 ms an open, ~225 ms before its job
+    source_log_compact_interval: int = 10
     prewarmed: bool = True
     chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
     timeout_s: float = 900.0
@@ -71,6 +74,10 @@ def migration_conf(config: BenchConfig) -> dict[str, str]:
       snapshots the later strategies would open more delta files (20 ms each on throttled).
     - Maintenance every 2 s: the bins an executor no longer serves are unloaded soon, so a
       bin moved back later is a real reload, not a cache hit.
+    - The input's file-source log compacts every `source_log_compact_interval` batches
+      (Spark's default 10). On `throttled://` a compacting batch first reads the last ten
+      log files, 20 ms an open: its `latestOffset` takes ~225 ms instead of ~5, every tenth
+      batch, migration or not (docs/migration.md, "The input's log compaction").
     - `spark.locality.wait` 30 s: the placement is Swivel's; with 3 s an idle executor
       takes a busy one's bins and the strategies would not start alike.
     - The status store keeps 20 000 jobs and stages (Spark keeps 1 000): the worst
@@ -88,6 +95,9 @@ def migration_conf(config: BenchConfig) -> dict[str, str]:
         **_store_conf(config),
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(config.snapshot_every),
         "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+        "spark.sql.streaming.fileSource.log.compactInterval": str(
+            config.source_log_compact_interval
+        ),
         "spark.locality.wait": "30s",
     }
 
