@@ -29,6 +29,8 @@
 package io.swivel.spark;
 
 import java.io.IOException;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -81,6 +83,16 @@ final class ChangelogFollower {
     }
   }
 
+  /**
+   * Per query run and commit log: the newest batch seen in it. A commit stays (Spark purges
+   * only batches older than any version a copy still needs), so what was seen committed is
+   * not asked again; a new run (a restart) has a key of its own. Without it each pass asked
+   * the store once per followed copy whether the next batch had committed: on S3 a HEAD
+   * request per copy every 0.2 s, where one per checkpoint and pass answers for all.
+   */
+  private static final ConcurrentHashMap<String, Long> NEWEST_COMMITTED =
+      new ConcurrentHashMap<>();
+
   /** By the bin's key (StatePrewarm.Spec.key): the copies followed now, or stopped by a pass. */
   private static final ConcurrentHashMap<String, Followed> FOLLOWED = new ConcurrentHashMap<>();
 
@@ -118,7 +130,7 @@ final class ChangelogFollower {
   static void catchUp(Followed followed) {
     for (int pass = 0; pass < 64; pass++) {
       long before = followed.replayed;
-      if (step(followed) != null || followed.replayed == before) {
+      if (step(followed, new HashMap<>()) != null || followed.replayed == before) {
         return;
       }
     }
@@ -149,18 +161,19 @@ final class ChangelogFollower {
    * may escape: an exception would end the schedule (`add` starts it again).
    */
   static void pass() {
+    Map<String, Boolean> notYet = new HashMap<>();  // batches this pass found uncommitted
     for (Followed followed : FOLLOWED.values()) {
       if (followed.stopped == null) {
-        step(followed);
+        step(followed, notYet);
       }
     }
   }
 
   /** `advance`, and the end of the following where it says why; never throws. */
-  private static String step(Followed followed) {
+  private static String step(Followed followed, Map<String, Boolean> notYet) {
     String why;
     try {
-      why = advance(followed);
+      why = advance(followed, notYet);
     } catch (Throwable e) {
       why = "failed: " + e;
     }
@@ -175,9 +188,9 @@ final class ChangelogFollower {
   /**
    * Replays the copy's committed versions not yet replayed (at most MAX_VERSIONS_PER_PASS,
    * and fewer than a snapshot interval). Returns why the copy is no longer to be followed,
-   * or null.
+   * or null. `notYet`: the batches found uncommitted earlier in this pass (not asked again).
    */
-  static String advance(Followed followed) throws Exception {
+  static String advance(Followed followed, Map<String, Boolean> notYet) throws Exception {
     StateStoreProvider provider = followed.provider;
     RocksDB db = ProviderInternals.rocksDbOf(provider);
     if (db == null) {
@@ -188,7 +201,7 @@ final class ChangelogFollower {
       return "no version loaded";
     }
     int most = Math.min(MAX_VERSIONS_PER_PASS, db.conf().minDeltasForSnapshot() - 1);
-    long to = newestCommitted(followed, from, most);
+    long to = newestCommitted(followed, from, most, notYet);
     if (to <= from) {
       return null;  // nothing committed since (or the commit log unreadable): next pass
     }
@@ -215,17 +228,27 @@ final class ChangelogFollower {
   /**
    * The newest version after `from`, at most `most` on, whose batch is in the commit log
    * (version v is written by batch v - 1), or `from`, also where the log cannot be read now
-   * (a transient error of the store: the next pass asks again).
+   * (a transient error of the store: the next pass asks again). Asks the store only about
+   * batches after the newest seen committed in this run, and not about a batch this pass
+   * already found uncommitted.
    */
-  static long newestCommitted(Followed followed, long from, int most) {
-    long to = from;
+  static long newestCommitted(Followed followed, long from, int most,
+      Map<String, Boolean> notYet) {
+    String log = followed.shadow.queryRunId() + "|" + followed.commits;
+    long newest = NEWEST_COMMITTED.getOrDefault(log, -1L);
+    long to = Math.max(from, Math.min(from + most, newest + 1));  // batch to - 1 committed
     try {
       FileSystem fs = followed.commits.getFileSystem(followed.conf);
-      while (to - from < most && fs.exists(new Path(followed.commits, Long.toString(to)))) {
+      while (to - from < most && !notYet.containsKey(log + "|" + to)) {
+        if (!fs.exists(new Path(followed.commits, Long.toString(to)))) {
+          notYet.put(log + "|" + to, Boolean.TRUE);
+          break;
+        }
+        NEWEST_COMMITTED.merge(log, to, Math::max);
         to++;
       }
     } catch (IOException e) {
-      // as if nothing were committed yet
+      // as if nothing more were committed yet
     }
     return to;
   }
