@@ -45,16 +45,22 @@ def test_the_steady_run_option_and_the_text_lines(
     assert refused.exit_code != 0
 
 
-def test_the_trigger_and_the_slots_reach_the_settings_and_a_negative_trigger_is_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    seen: list[bench.BenchConfig] = []
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[bench.BenchConfig]:
+    """The settings each `swivel bench migration` call ran with (the run itself faked)."""
+    configs: list[bench.BenchConfig] = []
 
     def run(config: bench.BenchConfig, **_: Any) -> dict[str, Any]:
-        seen.append(config)
+        configs.append(config)
         return {"steady_batch_ms": {"p50": 2_000.0, "keys": 160_000}, "strategies": {}}
 
     monkeypatch.setattr(bench, "run_migration_bench", run)
+    return configs
+
+
+def test_the_trigger_and_the_slots_reach_the_settings_and_a_negative_trigger_is_refused(
+    seen: list[bench.BenchConfig], tmp_path: Path
+) -> None:
     runner = CliRunner()
     assert runner.invoke(migration, ["--plots", str(tmp_path)]).exit_code == 0
     assert (seen[-1].trigger_ms, seen[-1].executor_cores) == (0, 1)  # back to back, 1 slot
@@ -67,17 +73,10 @@ def test_the_trigger_and_the_slots_reach_the_settings_and_a_negative_trigger_is_
 
 
 def test_the_source_log_compaction_interval_reaches_the_session(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    seen: list[bench.BenchConfig], tmp_path: Path
 ) -> None:
     from swivel_tools.bench.migration_settings import migration_conf
 
-    seen: list[bench.BenchConfig] = []
-
-    def run(config: bench.BenchConfig, **_: Any) -> dict[str, Any]:
-        seen.append(config)
-        return {"steady_batch_ms": {"p50": 2_000.0, "keys": 160_000}, "strategies": {}}
-
-    monkeypatch.setattr(bench, "run_migration_bench", run)
     runner = CliRunner()
     assert runner.invoke(migration, ["--plots", str(tmp_path)]).exit_code == 0
     key = "spark.sql.streaming.fileSource.log.compactInterval"
