@@ -84,11 +84,13 @@ final class ChangelogFollower {
   }
 
   /**
-   * Per query run and commit log: the newest batch seen in it. A commit stays (Spark purges
-   * only batches older than any version a copy still needs), so what was seen committed is
-   * not asked again; a new run (a restart) has a key of its own. Without it each pass asked
-   * the store once per followed copy whether the next batch had committed: on S3 a HEAD
-   * request per copy every 0.2 s, where one per checkpoint and pass answers for all.
+   * Per query run and commit log: the newest batch seen in it. A batch once committed stays
+   * committed for the run (a purge of old commit files removes the file, not the fact), and
+   * a stateful query commits its batches in order, so what was seen is not asked again; a
+   * new run (a restart) has a key of its own. One entry per run and checkpoint. Without it
+   * each pass asked the store once per followed copy whether the next batch had committed:
+   * on S3 a request for a missing key per copy every 0.2 s, where one per checkpoint and
+   * pass answers for all.
    */
   private static final ConcurrentHashMap<String, Long> NEWEST_COMMITTED =
       new ConcurrentHashMap<>();
