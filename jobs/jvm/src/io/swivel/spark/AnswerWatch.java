@@ -1,6 +1,6 @@
 /*
- * Swivel: wakes the driver's prewarm waits when a load announces its answer (docs/
- * migration.md, "One broadcast Hadoop conf per session, and waits woken by the answers").
+ * Swivel: wakes the driver's prewarm waits when a load announces its answer
+ * (docs/migration.md, "One broadcast Hadoop conf, and waits woken by the answers").
  *
  * Why: a prewarm used to read its loads' announcements every 0.2 s: per target and read a
  * py4j call to see whether the target's block manager is registered and one per store,

@@ -29,8 +29,8 @@
 package io.swivel.spark;
 
 import java.io.IOException;
-import java.util.HashMap;
-import java.util.Map;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -132,7 +132,7 @@ final class ChangelogFollower {
   static void catchUp(Followed followed) {
     for (int pass = 0; pass < 64; pass++) {
       long before = followed.replayed;
-      if (step(followed, new HashMap<>()) != null || followed.replayed == before) {
+      if (step(followed, new HashSet<>()) != null || followed.replayed == before) {
         return;
       }
     }
@@ -163,7 +163,7 @@ final class ChangelogFollower {
    * may escape: an exception would end the schedule (`add` starts it again).
    */
   static void pass() {
-    Map<String, Boolean> notYet = new HashMap<>();  // batches this pass found uncommitted
+    Set<String> notYet = new HashSet<>();  // batches this pass found uncommitted
     for (Followed followed : FOLLOWED.values()) {
       if (followed.stopped == null) {
         step(followed, notYet);
@@ -172,7 +172,7 @@ final class ChangelogFollower {
   }
 
   /** `advance`, and the end of the following where it says why; never throws. */
-  private static String step(Followed followed, Map<String, Boolean> notYet) {
+  private static String step(Followed followed, Set<String> notYet) {
     String why;
     try {
       why = advance(followed, notYet);
@@ -192,7 +192,7 @@ final class ChangelogFollower {
    * and fewer than a snapshot interval). Returns why the copy is no longer to be followed,
    * or null. `notYet`: the batches found uncommitted earlier in this pass (not asked again).
    */
-  static String advance(Followed followed, Map<String, Boolean> notYet) throws Exception {
+  static String advance(Followed followed, Set<String> notYet) throws Exception {
     StateStoreProvider provider = followed.provider;
     RocksDB db = ProviderInternals.rocksDbOf(provider);
     if (db == null) {
@@ -235,15 +235,15 @@ final class ChangelogFollower {
    * already found uncommitted.
    */
   static long newestCommitted(Followed followed, long from, int most,
-      Map<String, Boolean> notYet) {
+      Set<String> notYet) {
     String log = followed.shadow.queryRunId() + "|" + followed.commits;
     long newest = NEWEST_COMMITTED.getOrDefault(log, -1L);
     long to = Math.max(from, Math.min(from + most, newest + 1));  // batch to - 1 committed
     try {
       FileSystem fs = followed.commits.getFileSystem(followed.conf);
-      while (to - from < most && !notYet.containsKey(log + "|" + to)) {
+      while (to - from < most && !notYet.contains(log + "|" + to)) {
         if (!fs.exists(new Path(followed.commits, Long.toString(to)))) {
-          notYet.put(log + "|" + to, Boolean.TRUE);
+          notYet.add(log + "|" + to);
           break;
         }
         NEWEST_COMMITTED.merge(log, to, Math::max);

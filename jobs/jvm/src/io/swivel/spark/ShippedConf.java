@@ -1,6 +1,7 @@
 /*
  * Swivel: the Hadoop configuration a helper job's tasks read, broadcast once and reused
- * while it is unchanged (docs/migration.md, "One broadcast Hadoop conf per session").
+ * while it is unchanged (docs/migration.md, "One broadcast Hadoop conf, and waits woken
+ * by the answers").
  *
  * Why: every helper job (a step's load starts, a switch's activation, polls, probes,
  * releases) used to ship the session's whole Hadoop configuration inside its task closure
