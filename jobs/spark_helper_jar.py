@@ -58,6 +58,17 @@ def helper_class(
     return helper
 
 
+def jar_on_session(internals: SparkInternals) -> bool:
+    """Whether the session was started with the built jar (in `spark.jars` or on the
+    executors' class path): then using the helper attaches nothing to the application."""
+    jar = jar_path()
+    if jar is None:
+        return False
+    conf = internals.sc.getConf()
+    keys = ("spark.jars", "spark.executor.extraClassPath")
+    return any(jar.name in str(conf.get(key) or "") for key in keys)
+
+
 def _loadable(jvm: Any, name: str) -> bool:
     try:
         jvm.java.lang.Class.forName(

@@ -215,8 +215,9 @@ class SparkInternals:
         timeout_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Load `bins` on executor `target` at the last committed version while their owners
-        keep serving them (on `target`'s loader thread, started by a short Spark job; each
-        load announces its answer through the block manager; call it off the batch path).
+        keep serving them (on `target`'s loader thread, started over Spark's RPC or, before
+        the target's helper endpoint is registered, by a short Spark job; each load
+        announces its answer through the block manager; call it off the batch path).
         `load_id` names the load for its release (default: a new one); `timeout_s` bounds
         the wait for its answers (default: the prewarmer's)."""
         return self.prewarmer().prewarm(
@@ -233,8 +234,18 @@ class SparkInternals:
     ) -> list[dict[str, Any]]:
         """At a boundary: `set_location` for each (bin, target, host) of `moves` and hand
         the prewarmed copies to them (topped up to `version`, the one the next batch reads,
-        on RocksDB), every target in one Spark job."""
+        on RocksDB), every target at once."""
         return self.prewarmer().switch(query, moves, stores=stores, version=version)
+
+    def register_prewarm_endpoints(self) -> dict[str, str]:
+        """Set up the executors' prewarm helper endpoints ahead of the first prewarm, when
+        the session carries the helper jar (nothing is attached otherwise): executor id ->
+        `registered` or why not; {} when there was nothing to do."""
+        from swivel.jobs.spark_helper_jar import jar_on_session
+
+        if not jar_on_session(self):
+            return {}
+        return self.prewarmer().register_endpoints()
 
     # -- staggered RocksDB snapshots (jobs/spark_snapshot_phases.py) -----------------------
 

@@ -46,7 +46,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, j
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 10
+HELPER_API = 11
 # A prewarm reads the answers its loads announced through the block manager (no Spark job:
 # a look-up in the driver's BlockManagerMaster) each time an answer block is put or removed
 # (the helper's AnswerWatch wakes it), and at least every PREWARM_ANSWER_S; it also polls
@@ -316,6 +316,24 @@ class StatePrewarm:
         the HDFS-backed store its cache counters and `loaded_versions`."""
         return self._run("probe", query, bins, executor, host=host, stores=stores)
 
+    def register_endpoints(self) -> dict[str, str]:
+        """Set up the helper endpoint of each live executor that has none registered yet,
+        in one job of a task per executor: a migration's first steps then run no helper
+        job either, their calls go over Spark's RPC (HelperRpc.java). An executor that
+        joins later registers with its first helper job. Executor id -> its state
+        (`registered`, or why not)."""
+        helper = self._helper()
+        known = {str(e) for e in java_list(helper.rpcExecutors())}
+        wanted = [
+            f"{e.id}\t{e.host}"
+            for e in self.internals.executors()
+            if e.active and e.id not in known
+        ]
+        if not wanted:
+            return {}
+        answers = helper.registerEndpoints(self.internals.sc._jsc.sc(), wanted)
+        return dict(str(a).split("\t", 1) for a in java_list(answers))
+
     # -- helpers --------------------------------------------------------------------------
 
     def committed_version(self, query: Any) -> int:
@@ -381,8 +399,9 @@ class StatePrewarm:
         version: int = 0,
         load_id: str = "",
     ) -> list[dict[str, Any]]:
-        """`action` for each (bin, executor, host), one task each on its executor, in one
-        Spark job per store."""
+        """`action` for each (bin, executor, host), once per store: over Spark's RPC on
+        executors whose helper endpoint is registered (no job; each answer has `via`:
+        `rpc`), otherwise one task each on its executor, in one Spark job."""
         if not placed:
             return []
         job = self._job_context(query)

@@ -124,6 +124,7 @@ class BinMover:
             self.query = query
             self._stores = None
             self.snapshots.attach(query)
+            self._prewarmed.register_endpoints_soon()
 
     def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         """A `foreachBatch` function: the user's write, then the boundary hook."""

@@ -190,6 +190,22 @@ class PrewarmedSteps:
         # (its timeout counts from then: a step loaded ahead waits behind the one before)
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
 
+    def register_endpoints_soon(self) -> None:
+        """Set up the executors' helper endpoints in the background, ahead of any
+        migration, when the session carries the helper jar: a prewarmed migration's first
+        steps then start their loads over Spark's RPC, not with a job each (their first
+        use of the scheduler's paths compiled on the driver while the batches ran,
+        docs/migration.md "Helper calls over Spark's RPC"). One job of a task per
+        executor; a failure only means the first steps use jobs."""
+
+        def run() -> None:
+            try:
+                self.internals.register_prewarm_endpoints()
+            except Exception as error:
+                print(f"swivel: helper endpoints not set up ahead: {error}")
+
+        threading.Thread(target=run, daemon=True, name="swivel-prewarm-endpoints").start()
+
     def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
         """Whether the next step may switch at this boundary: always without prewarm; with
         it, once its bins are loaded on their targets (or prewarm gave up: plain moves)."""

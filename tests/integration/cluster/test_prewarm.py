@@ -110,6 +110,9 @@ def test_prewarmed_bin_switches_without_reload(
         assert prewarm._helper().answerUpdates(internals.sc._jsc.sc()) > updates_before
         assert loaded[0]["loader"] == "nice 10", loaded  # the batch's tasks win the core
         prewarm_version = int(loaded[0]["version"])
+        # the load's job registered the target's endpoint: its next calls run no job
+        helper = prewarm._helper()
+        assert target in list(helper.rpcExecutors()), list(helper.rpcExecutors())
 
         # 1b. An answer whose announcement is lost still arrives, by the poll job (the
         #     control bin, whose copy is then released: it moves the plain way below).
@@ -118,12 +121,21 @@ def test_prewarmed_bin_switches_without_reload(
             patched.setattr(spark_prewarm, "_announced", lambda *_, **__: [])
             polled = internals.prewarm(query, [control], target, hosts[target])
         assert [r["status"] for r in polled] == ["loaded"], [r.get("error") for r in polled]
+        assert polled[0].get("via") == "rpc", polled  # the load and the poll: no job
         #     A release naming another load (a timed-out step's, late) leaves this one's
         #     copy loaded; one naming this load drops it.
         stale = prewarm.release(query, [control], target, hosts[target], load_id="an-older-load")
         assert [r["status"] for r in stale] == ["superseded"], stale
         (kept,) = prewarm.probe(query, [control], target, hosts[target])
         assert kept["shadow_loaded"], kept
+        #     A target whose endpoint the driver forgot (as after a failed ask) is called by
+        #     a job again, whose task registers the endpoint anew.
+        helper.forgetRpcEndpoint(target)
+        (by_job,) = prewarm.probe(query, [control], target, hosts[target])
+        assert by_job["shadow_loaded"] and "via" not in by_job, by_job
+        assert target in list(helper.rpcExecutors())
+        (by_rpc,) = prewarm.probe(query, [control], target, hosts[target])
+        assert by_rpc.get("via") == "rpc", by_rpc
         released = prewarm.release(
             query, [control], target, hosts[target], load_id=polled[0]["load_id"]
         )
@@ -131,7 +143,7 @@ def test_prewarmed_bin_switches_without_reload(
         # the helper's releaseShadows pointed the shadow id at no executor
         assert shadow_location(internals, query, control) == RELEASED_EXECUTOR
 
-        # The helper jobs so far (two loads, a poll, two releases, a probe) shipped the
+        # The helper calls so far (loads, a poll, releases, probes) shipped the
         # unchanged Hadoop conf as one broadcast, not each inside its tasks.
         assert broadcasts() - before <= 1, (before, broadcasts())
         unchanged = broadcasts()
@@ -197,6 +209,7 @@ def test_prewarmed_bin_switches_without_reload(
         switched_at = boundary.at_next("switch", switch)
         activated = boundary.done["switch"][1]
         assert [(r["status"], r["provider_id_fixed"]) for r in activated] == [("activated", True)]
+        assert activated[0].get("via") == "rpc", activated  # no job on the boundary
         # ... and the switch pointed the bin's shadow id at no executor (switchStep's release)
         assert shadow_location(internals, query, moved) == RELEASED_EXECUTOR
         first = switched_at + 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ class FakeInternals:
         self.runs: dict[int, list[TaskRun]] = {}
         self.wait = "3s"
         self.waits: list[str] = []
+        self.endpoint_registrations = threading.Event()  # attach sets up helper endpoints
 
     # -- what the mover calls
     def executors(self) -> list[ExecutorInfo]:
@@ -45,6 +47,10 @@ class FakeInternals:
 
     def executor_ids(self) -> list[str]:
         return list(self.alive)
+
+    def register_prewarm_endpoints(self) -> dict[str, str]:
+        self.endpoint_registrations.set()
+        return {e: "registered" for e in self.alive}
 
     def placement(self, query: Any, bins: int) -> dict[int, str | None]:
         return dict(self.coordinator)
@@ -96,6 +102,13 @@ def drive(fake: FakeInternals, mover: BinMover, start: int, batches: int, **else
         fake.run_batch(batch, elsewhere.get(str(batch)))
         mover.boundary(batch)
     return batch
+
+
+def test_attaching_sets_up_the_prewarm_endpoints_in_the_background() -> None:
+    # ahead of any migration: a prewarmed one's first steps then need no helper job
+    fake = FakeInternals(4)
+    mover_with(fake, 4)
+    assert fake.endpoint_registrations.wait(5.0)
 
 
 def test_fluid_plan_one_move_per_boundary_all_verified() -> None:

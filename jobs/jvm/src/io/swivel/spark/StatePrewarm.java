@@ -82,7 +82,7 @@ public final class StatePrewarm {
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 10;
+  public static final int API = 11;
 
   /**
    * A failure switch for tests: a session setting naming a file; a load started while it is
@@ -201,6 +201,21 @@ public final class StatePrewarm {
   /** Driver side: how many Hadoop-conf broadcasts the helper jobs have made (ShippedConf). */
   public static long confBroadcasts() {
     return ShippedConf.broadcasts();
+  }
+
+  /** Driver side: the executors whose helper calls go over RPC (HelperRpc), sorted. */
+  public static List<String> rpcExecutors() {
+    List<String> ids = HelperRpc.registeredExecutors();
+    java.util.Collections.sort(ids);
+    return ids;
+  }
+
+  /**
+   * Driver side, a failure switch for tests: forget `executorId`'s endpoint, so its calls
+   * take the job path again (whose task registers it anew).
+   */
+  public static void forgetRpcEndpoint(String executorId) {
+    HelperRpc.forget(executorId);
   }
 
   /** One store of one bin of one query run: the key of its load and of its answer. */
@@ -418,9 +433,12 @@ public final class StatePrewarm {
 
   /**
    * Runs `action` (load | poll | activate | probe | release) for each `targets` entry
-   * "partition\texecutorId\thost", one task per entry preferring exactly that executor
-   * (ExecutorCacheTaskLocation); a task that lands elsewhere does nothing and says so.
-   * Returns one JSON object per entry. Blocks until the job ends. For `activate`, a
+   * "partition\texecutorId\thost": over RPC on the targets' executors when each has
+   * registered its endpoint (HelperRpc: no job; each answer then says "via": "rpc"),
+   * otherwise as a job of one task per entry preferring exactly that executor
+   * (ExecutorCacheTaskLocation; a task that lands elsewhere does nothing and says so, and
+   * its executor registers its endpoint for the next call). Returns one JSON object per
+   * entry, in `targets` order. Blocks until every answer is in. For `activate`, a
    * `version` above 0 first tops the shadow copy up to that version (RocksDB reuses a
    * loaded database only at the exact version a task asks for).
    */
@@ -428,6 +446,14 @@ public final class StatePrewarm {
       String action, List<String> targets, String root, long operatorId, String storeName,
       String runId, String loadId, long version, String keySchema, String valueSchema,
       boolean columnFamilies) {
+    StateStoreConf storeConf = new StateStoreConf(sqlConf,
+        scala.collection.immutable.Map$.MODULE$.<String, String>empty());
+    Broadcast<SerializableConfiguration> shipped = ShippedConf.of(sc, hadoopConf);
+    List<String> answered = HelperRpc.call(sc, storeConf, shipped, action, targets, root,
+        operatorId, storeName, runId, loadId, version, keySchema, valueSchema, columnFamilies);
+    if (answered != null) {
+      return answered;  // no job: every target's executor answered over RPC (HelperRpc)
+    }
     List<Tuple2<Spec, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String target : targets) {
       String[] parts = target.split("\t", -1);
@@ -442,9 +468,7 @@ public final class StatePrewarm {
     }
     RDD<Spec> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
         ClassTag$.MODULE$.apply(Spec.class));
-    StateStoreConf storeConf = new StateStoreConf(sqlConf,
-        scala.collection.immutable.Map$.MODULE$.<String, String>empty());
-    Runner runner = new Runner(storeConf, ShippedConf.of(sc, hadoopConf));
+    Runner runner = new Runner(storeConf, shipped);
     // Inside foreachBatch this thread carries the batch's description ("... batch = N"),
     // which the adapter uses to find a batch's jobs: ours get their own, then it is restored.
     String description = sc.getLocalProperty(JOB_DESCRIPTION);
@@ -453,6 +477,47 @@ public final class StatePrewarm {
       return rdd.toJavaRDD().map(runner).collect();
     } finally {
       sc.setLocalProperty(JOB_DESCRIPTION, description);
+    }
+  }
+
+  /**
+   * Driver side: sets up the helper endpoint (HelperRpc) of each of `executors`
+   * ("executorId\thost") ahead of the first prewarm, in one job of a task per executor,
+   * so that a migration's first steps run no helper job either. Returns each task's
+   * "executorId\tstate" ("registered", or why not; "wrong-executor" where the task landed
+   * elsewhere).
+   */
+  public static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
+    HelperRpc.ensureRegistry(sc);
+    List<Tuple2<String, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
+    for (String executor : executors) {
+      String[] parts = executor.split("\t", -1);
+      List<String> where = new ArrayList<>();
+      where.add("executor_" + parts[1] + "_" + parts[0]);
+      items.add(new Tuple2<>(parts[0], CollectionConverters.asScala(where).toList()));
+    }
+    RDD<String> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
+        ClassTag$.MODULE$.apply(String.class));
+    String description = sc.getLocalProperty(JOB_DESCRIPTION);
+    sc.setJobDescription("swivel: register helper endpoints");
+    try {
+      return rdd.toJavaRDD().map(new Registrar()).collect();
+    } finally {
+      sc.setLocalProperty(JOB_DESCRIPTION, description);
+    }
+  }
+
+  /** `registerEndpoints`'s task body. */
+  static final class Registrar implements Function<String, String> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public String call(String wanted) {
+      if (!wanted.equals(SparkEnv.get().executorId())) {
+        return wanted + "\twrong-executor";
+      }
+      HelperRpc.ensureEndpoint();
+      return wanted + "\t" + HelperRpc.endpointState;
     }
   }
 
@@ -562,6 +627,12 @@ public final class StatePrewarm {
 
     @Override
     public String call(Spec spec) throws Exception {
+      HelperRpc.ensureEndpoint();  // then the driver's next call to it needs no job
+      return answer(spec);
+    }
+
+    /** The call's work, on the job's task or on the executor's endpoint (HelperRpc). */
+    String answer(Spec spec) throws Exception {
       String here = SparkEnv.get().executorId();
       Json out = new Json().put("partition", spec.partition).put("store", spec.storeName)
           .put("operator", spec.operatorId).put("executor", here).put("action", spec.action);
