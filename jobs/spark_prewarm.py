@@ -323,7 +323,7 @@ class StatePrewarm:
         joins later registers with its first helper job. Executor id -> its state
         (`registered`, or why not)."""
         helper = self._helper()
-        known = {str(e) for e in java_list(helper.rpcExecutors())}
+        known = {str(e) for e in java_list(helper.rpcExecutors(self.internals.sc._jsc.sc()))}
         wanted = [
             f"{e.id}\t{e.host}"
             for e in self.internals.executors()

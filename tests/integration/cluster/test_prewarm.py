@@ -112,9 +112,10 @@ def test_prewarmed_bin_switches_without_reload(
         prewarm_version = int(loaded[0]["version"])
         # the load's job registered the target's endpoint: its next calls run no job
         helper = prewarm._helper()
-        assert target in list(helper.rpcExecutors()), list(helper.rpcExecutors())
+        registered = list(helper.rpcExecutors(internals.sc._jsc.sc()))
+        assert target in registered, registered
 
-        # 1b. An answer whose announcement is lost still arrives, by the poll job (the
+        # 1b. An answer whose announcement is lost still arrives, by the poll (the
         #     control bin, whose copy is then released: it moves the plain way below).
         with monkeypatch.context() as patched:
             patched.setattr(spark_prewarm, "PREWARM_POLL_S", 0.5)
@@ -133,7 +134,7 @@ def test_prewarmed_bin_switches_without_reload(
         helper.forgetRpcEndpoint(target)
         (by_job,) = prewarm.probe(query, [control], target, hosts[target])
         assert by_job["shadow_loaded"] and "via" not in by_job, by_job
-        assert target in list(helper.rpcExecutors())
+        assert target in list(helper.rpcExecutors(internals.sc._jsc.sc()))
         (by_rpc,) = prewarm.probe(query, [control], target, hosts[target])
         assert by_rpc.get("via") == "rpc", by_rpc
         released = prewarm.release(
@@ -186,6 +187,17 @@ def test_prewarmed_bin_switches_without_reload(
             prewarm_version = int(again[0]["version"])
         (orphan,) = prewarm.probe(query, [control], target, hosts[target])
         assert not orphan["shadow_loaded"], orphan  # it closed its own copy
+
+        # 1d. An ask that fails (the endpoints' failure switch) is answered by a job, which
+        #     says why; the driver forgets the endpoint until that job's task registers it.
+        session.conf().set("swivel.prewarm.test.failRpc", "true")
+        try:
+            (refused,) = prewarm.probe(query, [moved], target, hosts[target])
+        finally:
+            session.conf().unset("swivel.prewarm.test.failRpc")
+        assert "refused by swivel.prewarm.test.failRpc" in refused.get("rpc_failed", ""), refused
+        assert refused["shadow_loaded"] and "via" not in refused, refused
+        assert target in list(helper.rpcExecutors(internals.sc._jsc.sc()))
 
         # 2. The owner keeps serving it; the copy on the target survives the target's own
         #    state-store tasks and maintenance (every 1 s); the coordinator did not move.
@@ -244,6 +256,29 @@ def test_prewarmed_bin_switches_without_reload(
     assert workload.state_counts() == workload.reference(workload.processed_files())
 
 
+def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark: Any) -> None:
+    """The driver's registry (HelperRpc) is reachable by whoever speaks Spark's RPC to the
+    driver: a message that is not a registration, or one for an executor that is not live,
+    or of an endpoint not the helper's, is refused with a failure naming why, and changes
+    nothing."""
+    internals = SparkInternals(prewarm_spark)
+    helper = internals.prewarmer()._helper()
+    sc = internals.sc._jsc.sc()
+    before = list(helper.rpcExecutors(sc))  # sets the registry up
+    live = str(patiently(internals.executors)[0].id)
+
+    def refusal(tag: str, executor: str, with_ref: bool) -> str:
+        return str(helper.askRpcRegistry(sc, tag, executor, with_ref))
+
+    assert "not a swivel-register" in refusal("hello", live, True)
+    assert "not a swivel-register" in refusal("swivel-register", live, False)  # no endpoint
+    assert "no live executor no-such-executor" in refusal(
+        "swivel-register", "no-such-executor", True
+    )
+    assert "not named swivel-prewarm-calls" in refusal("swivel-register", live, True)
+    assert list(helper.rpcExecutors(sc)) == before  # nothing registered, nothing dropped
+
+
 @pytest.mark.parametrize("in_place", [True, False], ids=["replayed", "reopened"])
 def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
     prewarm_spark: Any, tmp_path: Path, in_place: bool
@@ -295,8 +330,18 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
         return run
 
     query = workload.start(boundary=after_switch)
+    # attaching sets up every executor's helper endpoint, in the background (an earlier test
+    # of this session registered them: forgotten first)
+    helper, sc = internals.prewarmer()._helper(), internals.sc._jsc.sc()
+    executors = {e.id for e in patiently(internals.executors)}
+    for executor in executors:
+        helper.forgetRpcEndpoint(executor)
     mover.attach(query)
     workload.feed(ahead=2)
+    deadline = time.monotonic() + 60.0
+    while not executors <= set(helper.rpcExecutors(sc)):
+        assert time.monotonic() < deadline, (executors, list(helper.rpcExecutors(sc)))
+        time.sleep(0.5)
     try:
         workload.wait_for_batch(2)
         assert internals.prewarmer().refusal(query) is None

@@ -15,272 +15,254 @@
  * helper task sets up its own endpoint and sends the registry a reference to it: an
  * executor's RpcEnv has no server, so the driver reaches an executor's endpoint only
  * through a reference the executor sent over its own connection (as Spark's own executor
- * endpoint is reached). From then on `StatePrewarm.run` asks the targets' endpoints, all at
- * once, when every target has one; otherwise, or when an ask fails, it runs its job as
- * before. Messages hold only JDK and Spark types: the RPC threads deserialise with the
- * application's class loader, which does not see a jar added through spark.jars.
+ * endpoint is reached; the executor's side is HelperEndpoint). From then on
+ * `StatePrewarm.run` asks the endpoints of its targets' executors, all at once, and runs
+ * its job only for targets without one. Messages hold only JDK and Spark types: the RPC
+ * threads deserialise with the application's class loader, which does not see a jar added
+ * through spark.jars.
  *
- * Trust: the registry and the endpoints are reachable by whoever can reach Spark's RPC
- * ports, as Spark's own endpoints are (spark.authenticate is what guards them). Each checks
- * a message's shape and types and answers anything else with a failure naming what is
- * wrong; a registration only names where the driver sends helper calls for that executor,
- * and a call's answer only decides whether a bin is switched with its loaded copy (a wrong
- * answer makes the bin reload from the checkpoint, as without prewarm).
+ * Trust: the registry and the endpoints are reachable by whoever can speak Spark's RPC to
+ * the driver, as Spark's own endpoints are (spark.authenticate, which the operator sets, is
+ * what guards them; their messages are Java-deserialised before any check, as Spark's own
+ * are). Each checks a message's shape and types and answers anything else with a failure
+ * naming what is wrong. The registry takes an endpoint only for a live executor, under the
+ * helper's own endpoint name, and only one reached through the sender's own connection (no
+ * address of its own) or, in local mode, the driver's own. A call names a state store
+ * provider of Spark's two (nothing else is instantiated) and at most MAX_TARGETS bins. A
+ * call's answer only decides whether a bin is switched with its loaded copy: a wrong one
+ * makes the bin reload from the checkpoint, as without prewarm.
+ *
+ * Failures: a target whose executor has no endpoint, or whose ask failed, is answered by
+ * the job path (its answer says `rpc_failed` and why), except an activation whose ask
+ * failed: it may still be running on the executor, so it is answered `failed` (the bin
+ * reloads from the checkpoint; were the late activation to land first, its copy is at the
+ * version the batch reads). A failed ask forgets the executor's endpoint until a helper
+ * job's task registers it again.
  */
 package io.swivel.spark;
 
 import java.lang.ref.WeakReference;
+import java.net.InetAddress;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.api.java.function.Function;
 import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.rpc.IsolatedThreadSafeRpcEndpoint;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.rpc.RpcAddress;
 import org.apache.spark.rpc.RpcCallContext;
 import org.apache.spark.rpc.RpcEndpoint;
 import org.apache.spark.rpc.RpcEndpointRef;
 import org.apache.spark.rpc.RpcEnv;
 import org.apache.spark.rpc.RpcTimeout;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.util.RpcUtils;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.PartialFunction;
-import scala.PartialFunction$;
+import scala.Tuple2;
 import scala.concurrent.Future;
+import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
-import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
 final class HelperRpc {
   static final String REGISTRY = "swivel-prewarm-registry";
-  static final String ENDPOINT = "swivel-prewarm-calls";
   static final String REGISTER = "swivel-register";
-  static final String CALL = "swivel-call";
-
-  /** A call's fields after its tag, in order, and the type each must have. */
-  private static final Class<?>[] CALL_FIELDS = {StateStoreConf.class, Broadcast.class,
-      String.class, String.class, Long.class, String.class, String.class, String.class,
-      Long.class, String.class, String.class, Boolean.class, List.class};
 
   /** Driver side: the RpcEnv the registry is set up on (a new context has a new one). */
   private static WeakReference<RpcEnv> registryEnv = new WeakReference<>(null);
+
+  /** Driver side: why the registry could not be set up (null: it is, or not tried yet). */
+  private static volatile String registryRefused;
 
   /** Driver side: executor id -> its endpoint, as the executor registered it. */
   private static final ConcurrentHashMap<String, RpcEndpointRef> EXECUTORS =
       new ConcurrentHashMap<>();
 
-  /** Executor side: the RpcEnv this JVM's endpoint is set up on, the endpoint, and how its
-   * registration went. */
-  private static WeakReference<RpcEnv> endpointEnv = new WeakReference<>(null);
-
-  private static RpcEndpointRef endpointRef;
-
-  static volatile String endpointState = "not set up";
-
   private HelperRpc() {}
 
-  /** Driver side: sets up the registry on `sc`'s RpcEnv, once per context. */
-  static synchronized void ensureRegistry(SparkContext sc) {
+  // -- the driver's side ------------------------------------------------------------------
+
+  /** Sets up the registry on `sc`'s RpcEnv, once per context; false where it could not. */
+  static synchronized boolean ensureRegistry(SparkContext sc) {
     RpcEnv env = sc.env().rpcEnv();
     if (registryEnv.get() == env) {
-      return;
+      return registryRefused == null;
     }
-    EXECUTORS.clear();  // the old context's executors are gone with it
+    EXECUTORS.clear();  // the old context's executors went with it
+    registryEnv = new WeakReference<>(env);
     try {
       env.setupEndpoint(REGISTRY, new Registry(env));
-    } catch (IllegalArgumentException alreadyThere) {
-      // set up by this class for this env before (a static reset cannot happen otherwise)
+      registryRefused = null;
+    } catch (Throwable e) {  // e.g. the name taken by another copy of this class
+      registryRefused = StatePrewarm.describe(e);
+      System.err.println("swivel: prewarm helper calls run as jobs: " + registryRefused);
     }
-    registryEnv = new WeakReference<>(env);
+    return registryRefused == null;
   }
 
-  /** Driver side: the executors with an endpoint registered (for tests and the answers). */
-  static List<String> registeredExecutors() {
-    return new ArrayList<>(EXECUTORS.keySet());
+  /** The executors whose calls go over RPC, sorted. */
+  static List<String> executors(SparkContext sc) {
+    ensureRegistry(sc);
+    return new ArrayList<>(new TreeSet<>(EXECUTORS.keySet()));
   }
 
-  /** Driver side, for tests: forget `executorId`'s endpoint (its calls take the job path). */
+  /**
+   * For tests: sends the registry [tag, executorId, endpoint] as an executor would, the
+   * endpoint being the registry's own reference (`withRef`) or a string; returns
+   * "accepted" or the refusal's message. The registry then holds what it held before.
+   */
+  static String askRegistry(SparkContext sc, String tag, String executorId, boolean withRef) {
+    ensureRegistry(sc);
+    RpcEnv env = sc.env().rpcEnv();
+    RpcEndpointRef registry = env.setupEndpointRef(env.address(), REGISTRY);
+    List<Object> message = new ArrayList<>(List.of(tag, executorId,
+        withRef ? registry : "not an endpoint"));
+    try {
+      registry.askSync(message, ClassTag$.MODULE$.apply(Object.class));
+      return "accepted";
+    } catch (Throwable e) {
+      return causes(e);
+    }
+  }
+
+  /** A failure switch for tests: forget `executorId`'s endpoint (its calls take the job). */
   static void forget(String executorId) {
     EXECUTORS.remove(executorId);
   }
 
   /**
-   * Executor side, from a helper job's task: sets up this JVM's endpoint (once per RpcEnv)
-   * and registers it with the driver. Registered again by every such task: a task runs
-   * only where the driver had no endpoint to ask (not yet registered, or forgotten after a
-   * failed ask). A failure is kept in `endpointState`; the calls then take the job path.
+   * Sets up the endpoint of each of `executors` ("executorId\thost") ahead of the first
+   * prewarm, in one job of a task per executor, so that a migration's first steps run no
+   * helper job either. Returns each task's "executorId\tstate" ("registered", or why not;
+   * "wrong-executor" where the task landed elsewhere).
    */
-  static void ensureEndpoint() {
-    SparkEnv env = SparkEnv.get();
-    RpcEnv rpc = env.rpcEnv();
-    RpcEndpointRef self;
-    synchronized (HelperRpc.class) {
-      if (endpointEnv.get() != rpc) {
-        endpointEnv = new WeakReference<>(rpc);
-        try {
-          endpointRef = rpc.setupEndpoint(ENDPOINT, new Calls(rpc));
-        } catch (Throwable e) {
-          endpointRef = null;
-          endpointState = "not set up: " + StatePrewarm.describe(e);
-        }
-      }
-      self = endpointRef;
+  static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
+    ensureRegistry(sc);
+    List<Tuple2<String, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
+    for (String executor : executors) {
+      String[] parts = executor.split("\t", -1);
+      List<String> where = List.of("executor_" + parts[1] + "_" + parts[0]);
+      items.add(new Tuple2<>(parts[0], CollectionConverters.asScala(where).toList()));
     }
-    if (self == null) {
-      return;
-    }
+    RDD<String> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
+        ClassTag$.MODULE$.apply(String.class));
+    String description = sc.getLocalProperty(StatePrewarm.JOB_DESCRIPTION);
+    sc.setJobDescription("swivel: register helper endpoints");
     try {
-      RpcEndpointRef registry = RpcUtils.makeDriverRef(REGISTRY, env.conf(), rpc);
-      List<Object> registration = new ArrayList<>();
-      registration.add(REGISTER);
-      registration.add(env.executorId());
-      registration.add(self);
-      registry.askSync(registration, ClassTag$.MODULE$.apply(Object.class));
-      endpointState = "registered";
-    } catch (Throwable e) {
-      endpointState = "not registered: " + StatePrewarm.describe(e);
+      return rdd.toJavaRDD().map(new Registrar()).collect();
+    } finally {
+      sc.setLocalProperty(StatePrewarm.JOB_DESCRIPTION, description);
+    }
+  }
+
+  /** `registerEndpoints`'s task body. */
+  static final class Registrar implements Function<String, String> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public String call(String wanted) {
+      if (!wanted.equals(SparkEnv.get().executorId())) {
+        return wanted + "\twrong-executor";
+      }
+      HelperEndpoint.ensure();
+      return wanted + "\t" + HelperEndpoint.state;
     }
   }
 
   /**
-   * Driver side: `StatePrewarm.run`'s call over RPC, when every target's executor has an
-   * endpoint; the answers in `targets` order, or null when the job path must answer (an
-   * executor without an endpoint, or an ask that failed: its endpoint is then forgotten).
-   * Each executor gets one message with all of its targets; the asks run at once.
+   * `StatePrewarm.run`'s call over RPC: one message per executor with its targets, asked
+   * at once. Returns an answer per target in `targets` order; null for a target the job
+   * must answer (no endpoint, or its ask failed: then `failures` says why, by index).
    */
-  static List<String> call(SparkContext sc, StateStoreConf storeConf,
+  static String[] call(SparkContext sc, StateStoreConf storeConf,
       Broadcast<SerializableConfiguration> conf, String action, List<String> targets,
       String root, long operatorId, String storeName, String runId, String loadId,
-      long version, String keySchema, String valueSchema, boolean columnFamilies) {
-    ensureRegistry(sc);
+      long version, String keySchema, String valueSchema, boolean columnFamilies,
+      Map<Integer, String> failures) {
+    String[] answers = new String[targets.size()];
+    if (!ensureRegistry(sc)) {
+      return answers;
+    }
     Map<String, List<Integer>> byExecutor = new LinkedHashMap<>();
     for (int i = 0; i < targets.size(); i++) {
-      String executorId = targets.get(i).split("\t", -1)[1];
-      byExecutor.computeIfAbsent(executorId, id -> new ArrayList<>()).add(i);
-    }
-    Map<String, RpcEndpointRef> refs = new LinkedHashMap<>();
-    for (String executorId : byExecutor.keySet()) {
-      RpcEndpointRef ref = EXECUTORS.get(executorId);
-      if (ref == null) {
-        return null;
-      }
-      refs.put(executorId, ref);
+      byExecutor.computeIfAbsent(targets.get(i).split("\t", -1)[1], id -> new ArrayList<>())
+          .add(i);
     }
     RpcTimeout timeout = RpcUtils.askRpcTimeout(sc.conf());
     Map<String, Future<Object>> asked = new LinkedHashMap<>();
+    Map<String, RpcEndpointRef> refs = new LinkedHashMap<>();
     for (Map.Entry<String, List<Integer>> entry : byExecutor.entrySet()) {
+      RpcEndpointRef ref = EXECUTORS.get(entry.getKey());
+      if (ref == null) {
+        continue;
+      }
+      if (!StatePrewarm.registered(entry.getKey())) {  // it left: the job says so
+        EXECUTORS.remove(entry.getKey(), ref);
+        continue;
+      }
       List<String> mine = new ArrayList<>();
       for (int index : entry.getValue()) {
         String[] parts = targets.get(index).split("\t", -1);
         mine.add(parts[0] + "\t" + parts[1]);
       }
-      List<Object> message = new ArrayList<>(java.util.Arrays.asList(CALL, storeConf, conf,
-          action, root, operatorId, storeName, runId, loadId, version, keySchema, valueSchema,
+      List<Object> message = new ArrayList<>(Arrays.asList(HelperEndpoint.CALL, storeConf, conf, action, root,
+          operatorId, storeName, runId, loadId, version, keySchema, valueSchema,
           columnFamilies, mine));
-      asked.put(entry.getKey(), refs.get(entry.getKey())
-          .ask(message, timeout, ClassTag$.MODULE$.apply(Object.class)));
+      refs.put(entry.getKey(), ref);
+      asked.put(entry.getKey(), ref.ask(message, timeout, ClassTag$.MODULE$.apply(Object.class)));
     }
-    String[] answers = new String[targets.size()];
     for (Map.Entry<String, Future<Object>> entry : asked.entrySet()) {
       String executorId = entry.getKey();
-      Object reply;
-      try {
-        reply = timeout.awaitResult(entry.getValue());
-      } catch (Throwable e) {  // lost, timed out or refused: the job path answers
-        EXECUTORS.remove(executorId, refs.get(executorId));
-        return null;
-      }
       List<Integer> indices = byExecutor.get(executorId);
-      if (!(reply instanceof List) || ((List<?>) reply).size() != indices.size()) {
-        EXECUTORS.remove(executorId, refs.get(executorId));
-        return null;
-      }
-      List<?> replies = (List<?>) reply;
-      for (int i = 0; i < indices.size(); i++) {
-        answers[indices.get(i)] = String.valueOf(replies.get(i));
-      }
-    }
-    return java.util.Arrays.asList(answers);
-  }
-
-  /** Why `message` is not a call (null: it is one). */
-  static String notACall(Object message) {
-    if (!(message instanceof List)) {
-      return "not a list";
-    }
-    List<?> fields = (List<?>) message;
-    if (fields.size() != CALL_FIELDS.length + 1 || !CALL.equals(fields.get(0))) {
-      return "not a " + CALL + " of " + (CALL_FIELDS.length + 1) + " fields";
-    }
-    for (int i = 0; i < CALL_FIELDS.length; i++) {
-      Object field = fields.get(i + 1);
-      if (!CALL_FIELDS[i].isInstance(field)) {
-        return "field " + (i + 1) + " is not a " + CALL_FIELDS[i].getSimpleName();
-      }
-    }
-    for (Object target : (List<?>) fields.get(CALL_FIELDS.length)) {
-      if (!(target instanceof String) || ((String) target).split("\t", -1).length != 2) {
-        return "a target is not \"partition\\texecutorId\"";
-      }
-    }
-    return null;
-  }
-
-  /** The executor's endpoint: runs a call's targets as the job's tasks would, in order. */
-  static final class Calls implements IsolatedThreadSafeRpcEndpoint {
-    private final RpcEnv env;
-
-    Calls(RpcEnv env) {
-      this.env = env;
-    }
-
-    @Override
-    public RpcEnv rpcEnv() {
-      return env;
-    }
-
-    @Override
-    public int threadCount() {
-      return 1;  // its own thread: an activation's top-up holds none of the shared ones
-    }
-
-    @Override
-    public PartialFunction<Object, BoxedUnit> receiveAndReply(RpcCallContext context) {
-      return total(message -> {
-        String wrong = notACall(message);
-        if (wrong != null) {
-          context.sendFailure(new IllegalArgumentException("swivel prewarm call: " + wrong));
-          return;
-        }
-        List<?> f = (List<?>) message;
-        @SuppressWarnings("unchecked")
-        StatePrewarm.Runner runner = new StatePrewarm.Runner((StateStoreConf) f.get(1),
-            (Broadcast<SerializableConfiguration>) f.get(2));
-        List<String> replies = new ArrayList<>();
-        for (Object target : (List<?>) f.get(13)) {
-          String[] parts = ((String) target).split("\t", -1);
-          String answer;
-          try {
-            StatePrewarm.Spec spec = new StatePrewarm.Spec((String) f.get(3), parts[1],
-                (String) f.get(4), (Long) f.get(5), Integer.parseInt(parts[0]),
-                (String) f.get(6), (String) f.get(7), (String) f.get(8), (Long) f.get(9),
-                (String) f.get(10), (String) f.get(11), (Boolean) f.get(12));
-            answer = runner.answer(spec);
-          } catch (Throwable e) {  // as a failed task fails its job: the caller retries
-            // as text: the error itself may not be serialisable
-            context.sendFailure(new IllegalStateException(StatePrewarm.describe(e)));
-            return;
+      String failed;
+      try {
+        Object reply = timeout.awaitResult(entry.getValue());
+        if (reply instanceof List && ((List<?>) reply).size() == indices.size()) {
+          List<?> replies = (List<?>) reply;
+          for (int i = 0; i < indices.size(); i++) {
+            answers[indices.get(i)] = String.valueOf(replies.get(i));
           }
-          // "via" first: the answer is a JSON object
-          replies.add("{\"via\":\"rpc\"," + answer.substring(1));
+          continue;
         }
-        context.reply(replies);
-      });
+        failed = "the executor's endpoint answered " + reply;
+      } catch (Throwable e) {  // lost, timed out or refused
+        failed = causes(e);
+      }
+      EXECUTORS.remove(executorId, refs.get(executorId));
+      System.err.println("swivel: helper call " + action + " to executor " + executorId
+          + " over RPC failed (" + failed + "); " + ("activate".equals(action)
+          ? "answered failed: it may still run there" : "its job answers"));
+      for (int index : indices) {
+        if ("activate".equals(action)) {
+          String partition = targets.get(index).split("\t", -1)[0];
+          answers[index] = new StatePrewarm.Json().put("partition", Integer.parseInt(partition))
+              .put("store", storeName).put("operator", operatorId).put("executor", executorId)
+              .put("action", action).put("status", "failed").put("via", "rpc")
+              .put("error", "the activation's ask failed: " + failed).toString();
+        } else {
+          failures.put(index, failed);
+        }
+      }
     }
+    return answers;
+  }
+
+  /** An error and its causes, one after another (Spark wraps the endpoint's own). */
+  static String causes(Throwable error) {
+    StringBuilder out = new StringBuilder();
+    for (Throwable e = error; e != null && out.length() < 2000; e = e.getCause()) {
+      out.append(out.length() == 0 ? "" : "; caused by ").append(e);
+    }
+    return out.toString();
   }
 
   /** The driver's registry: executor id -> the endpoint its executor sent. */
@@ -298,30 +280,67 @@ final class HelperRpc {
 
     @Override
     public PartialFunction<Object, BoxedUnit> receiveAndReply(RpcCallContext context) {
-      return total(message -> {
-        List<?> fields = message instanceof List ? (List<?>) message : List.of();
-        if (fields.size() != 3 || !REGISTER.equals(fields.get(0))
-            || !(fields.get(1) instanceof String) || ((String) fields.get(1)).isEmpty()
-            || !(fields.get(2) instanceof RpcEndpointRef)) {
-          context.sendFailure(new IllegalArgumentException("swivel prewarm registry: not a "
-              + REGISTER + " [tag, executor id, endpoint]"));
+      return HelperEndpoint.total(message -> {
+        String wrong = notARegistration(message, context.senderAddress());
+        if (wrong != null) {
+          context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
           return;
         }
+        List<?> fields = (List<?>) message;
         EXECUTORS.put((String) fields.get(1), (RpcEndpointRef) fields.get(2));
         context.reply(Boolean.TRUE);
       });
     }
+
+    /** Why `message` is not a registration this driver takes (null: it is one). */
+    private String notARegistration(Object message, RpcAddress sender) {
+      List<?> fields = message instanceof List ? (List<?>) message : List.of();
+      if (fields.size() != 3 || !REGISTER.equals(fields.get(0))
+          || !(fields.get(1) instanceof String) || !(fields.get(2) instanceof RpcEndpointRef)) {
+        return "not a " + REGISTER + " [tag, executor id, endpoint]";
+      }
+      String executorId = (String) fields.get(1);
+      RpcEndpointRef ref = (RpcEndpointRef) fields.get(2);
+      if (!StatePrewarm.registered(executorId)) {
+        return "no live executor " + executorId;
+      }
+      if (!HelperEndpoint.NAME.equals(ref.name())) {
+        return "the endpoint is not named " + HelperEndpoint.NAME;
+      }
+      if (ref.address() != null && !ref.address().equals(env.address())) {
+        return "the endpoint is not on the sender's connection";  // the driver would dial it
+      }
+      String host = executorHost(executorId);
+      if (ref.address() == null && host != null && sender != null && !sameHost(host,
+          sender.host())) {
+        return "executor " + executorId + " is on " + host + ", the sender on " + sender.host();
+      }
+      return null;
+    }
   }
 
-  /** A handler that accepts every message (each answers what it cannot use). */
-  private static PartialFunction<Object, BoxedUnit> total(
-      java.util.function.Consumer<Object> handler) {
-    return PartialFunction$.MODULE$.fromFunction(new AbstractFunction1<Object, BoxedUnit>() {
-      @Override
-      public BoxedUnit apply(Object message) {
-        handler.accept(message);
-        return BoxedUnit.UNIT;
+  /** The host of `executorId`'s block manager, or null (not found). */
+  private static String executorHost(String executorId) {
+    scala.collection.Iterator<BlockManagerId> ids =
+        SparkEnv.get().blockManager().master().getMemoryStatus().keysIterator();
+    while (ids.hasNext()) {
+      BlockManagerId id = ids.next();
+      if (id.executorId().equals(executorId)) {
+        return id.host();
       }
-    });
+    }
+    return null;
   }
+
+  private static boolean sameHost(String one, String other) {
+    if (one.equals(other)) {
+      return true;
+    }
+    try {
+      return InetAddress.getByName(one).equals(InetAddress.getByName(other));
+    } catch (Exception e) {
+      return false;
+    }
+  }
+
 }

@@ -104,7 +104,7 @@ public final class StatePrewarm {
   static final String REPLAY_REFUSED_KEY = "swivel.prewarm.test.refuseReplay";
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
-  private static final String JOB_DESCRIPTION = "spark.job.description";
+  static final String JOB_DESCRIPTION = "spark.job.description";
 
   /** Executor side: real provider id -> the provider object a prewarm loaded for it. */
   private static final ConcurrentHashMap<String, WeakReference<StateStoreProvider>> PREWARMED =
@@ -204,10 +204,8 @@ public final class StatePrewarm {
   }
 
   /** Driver side: the executors whose helper calls go over RPC (HelperRpc), sorted. */
-  public static List<String> rpcExecutors() {
-    List<String> ids = HelperRpc.registeredExecutors();
-    java.util.Collections.sort(ids);
-    return ids;
+  public static List<String> rpcExecutors(SparkContext sc) {
+    return HelperRpc.executors(sc);
   }
 
   /**
@@ -216,6 +214,17 @@ public final class StatePrewarm {
    */
   public static void forgetRpcEndpoint(String executorId) {
     HelperRpc.forget(executorId);
+  }
+
+  /** For tests: HelperRpc.askRegistry (a registration as an executor would send it). */
+  public static String askRpcRegistry(SparkContext sc, String tag, String executorId,
+      boolean withRef) {
+    return HelperRpc.askRegistry(sc, tag, executorId, withRef);
+  }
+
+  /** Driver side: HelperRpc.registerEndpoints (each "executorId\thost"). */
+  public static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
+    return HelperRpc.registerEndpoints(sc, executors);
   }
 
   /** One store of one bin of one query run: the key of its load and of its answer. */
@@ -433,12 +442,14 @@ public final class StatePrewarm {
 
   /**
    * Runs `action` (load | poll | activate | probe | release) for each `targets` entry
-   * "partition\texecutorId\thost": over RPC on the targets' executors when each has
-   * registered its endpoint (HelperRpc: no job; each answer then says "via": "rpc"),
-   * otherwise as a job of one task per entry preferring exactly that executor
+   * "partition\texecutorId\thost": over RPC where the entry's executor has registered
+   * its endpoint (HelperRpc: no job; the answer says "via": "rpc"), and for the other
+   * entries as one job of a task per entry preferring exactly that executor
    * (ExecutorCacheTaskLocation; a task that lands elsewhere does nothing and says so, and
-   * its executor registers its endpoint for the next call). Returns one JSON object per
-   * entry, in `targets` order. Blocks until every answer is in. For `activate`, a
+   * its executor registers its endpoint for the next call). An entry whose ask failed is
+   * answered by the job too (its answer says `rpc_failed`), except an activation, which
+   * answers `failed`: it may still run there. Returns one JSON object per entry, in
+   * `targets` order. Blocks until every answer is in. For `activate`, a
    * `version` above 0 first tops the shadow copy up to that version (RocksDB reuses a
    * loaded database only at the exact version a task asks for).
    */
@@ -449,11 +460,42 @@ public final class StatePrewarm {
     StateStoreConf storeConf = new StateStoreConf(sqlConf,
         scala.collection.immutable.Map$.MODULE$.<String, String>empty());
     Broadcast<SerializableConfiguration> shipped = ShippedConf.of(sc, hadoopConf);
-    List<String> answered = HelperRpc.call(sc, storeConf, shipped, action, targets, root,
-        operatorId, storeName, runId, loadId, version, keySchema, valueSchema, columnFamilies);
-    if (answered != null) {
-      return answered;  // no job: every target's executor answered over RPC (HelperRpc)
+    java.util.Map<Integer, String> failures = new java.util.HashMap<>();
+    String[] answers = HelperRpc.call(sc, storeConf, shipped, action, targets, root,
+        operatorId, storeName, runId, loadId, version, keySchema, valueSchema, columnFamilies,
+        failures);
+    List<Integer> byJob = new ArrayList<>();
+    for (int i = 0; i < answers.length; i++) {
+      if (answers[i] == null) {
+        byJob.add(i);
+      }
     }
+    if (!byJob.isEmpty()) {  // executors without an endpoint, or whose ask failed
+      List<String> jobTargets = new ArrayList<>();
+      for (int index : byJob) {
+        jobTargets.add(targets.get(index));
+      }
+      List<String> jobAnswers = runJob(sc, storeConf, shipped, action, jobTargets, root,
+          operatorId, storeName, runId, loadId, version, keySchema, valueSchema,
+          columnFamilies);
+      for (int i = 0; i < byJob.size(); i++) {
+        String failed = failures.get(byJob.get(i));
+        String answer = jobAnswers.get(i);
+        if (failed != null) {  // the answer says why its job ran: "{rpc_failed, ...answer}"
+          String mark = new Json().put("rpc_failed", failed).toString();
+          answer = mark.substring(0, mark.length() - 1) + "," + answer.substring(1);
+        }
+        answers[byJob.get(i)] = answer;
+      }
+    }
+    return java.util.Arrays.asList(answers);
+  }
+
+  /** `run`'s job: one task per target, on its executor. */
+  private static List<String> runJob(SparkContext sc, StateStoreConf storeConf,
+      Broadcast<SerializableConfiguration> shipped, String action, List<String> targets,
+      String root, long operatorId, String storeName, String runId, String loadId,
+      long version, String keySchema, String valueSchema, boolean columnFamilies) {
     List<Tuple2<Spec, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
     for (String target : targets) {
       String[] parts = target.split("\t", -1);
@@ -477,47 +519,6 @@ public final class StatePrewarm {
       return rdd.toJavaRDD().map(runner).collect();
     } finally {
       sc.setLocalProperty(JOB_DESCRIPTION, description);
-    }
-  }
-
-  /**
-   * Driver side: sets up the helper endpoint (HelperRpc) of each of `executors`
-   * ("executorId\thost") ahead of the first prewarm, in one job of a task per executor,
-   * so that a migration's first steps run no helper job either. Returns each task's
-   * "executorId\tstate" ("registered", or why not; "wrong-executor" where the task landed
-   * elsewhere).
-   */
-  public static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
-    HelperRpc.ensureRegistry(sc);
-    List<Tuple2<String, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
-    for (String executor : executors) {
-      String[] parts = executor.split("\t", -1);
-      List<String> where = new ArrayList<>();
-      where.add("executor_" + parts[1] + "_" + parts[0]);
-      items.add(new Tuple2<>(parts[0], CollectionConverters.asScala(where).toList()));
-    }
-    RDD<String> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
-        ClassTag$.MODULE$.apply(String.class));
-    String description = sc.getLocalProperty(JOB_DESCRIPTION);
-    sc.setJobDescription("swivel: register helper endpoints");
-    try {
-      return rdd.toJavaRDD().map(new Registrar()).collect();
-    } finally {
-      sc.setLocalProperty(JOB_DESCRIPTION, description);
-    }
-  }
-
-  /** `registerEndpoints`'s task body. */
-  static final class Registrar implements Function<String, String> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public String call(String wanted) {
-      if (!wanted.equals(SparkEnv.get().executorId())) {
-        return wanted + "\twrong-executor";
-      }
-      HelperRpc.ensureEndpoint();
-      return wanted + "\t" + HelperRpc.endpointState;
     }
   }
 
@@ -625,9 +626,14 @@ public final class StatePrewarm {
       return shippedConf.value().value();
     }
 
+    /** A boolean session setting (the failure switches), false where unset. */
+    boolean setting(String key) {
+      return hadoopConf().getBoolean(key, false);
+    }
+
     @Override
     public String call(Spec spec) throws Exception {
-      HelperRpc.ensureEndpoint();  // then the driver's next call to it needs no job
+      HelperEndpoint.ensure();  // then the driver's next call to it needs no job
       return answer(spec);
     }
 
