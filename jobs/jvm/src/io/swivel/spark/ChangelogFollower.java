@@ -102,7 +102,7 @@ final class ChangelogFollower {
   private static final ScheduledExecutorService THREAD =
       Executors.newSingleThreadScheduledExecutor(task -> {
         Thread thread = new Thread(() -> {
-          StatePrewarm.followerPriority = StatePrewarm.lowerPriority();
+          PrewarmLoads.followerPriority = PrewarmLoads.lowerPriority();
           task.run();
         }, "swivel-prewarm-follower");
         thread.setDaemon(true);

@@ -6,7 +6,7 @@
  * An executor's first helper task sets up this endpoint on the executor's RpcEnv and sends
  * the driver's registry a reference to it. A call names an action and its bins; the
  * endpoint checks its shape, types, provider and size, runs each bin as the job's task
- * would (StatePrewarm.Runner) on a small pool, and replies with the answers in order.
+ * would (PrewarmRunner) on a small pool, and replies with the answers in order.
  */
 package io.swivel.spark;
 
@@ -183,7 +183,7 @@ final class HelperEndpoint {
         }
         List<?> f = (List<?>) message;
         @SuppressWarnings("unchecked")
-        StatePrewarm.Runner runner = new StatePrewarm.Runner((StateStoreConf) f.get(STORE_CONF),
+        PrewarmRunner runner = new PrewarmRunner((StateStoreConf) f.get(STORE_CONF),
             (Broadcast<SerializableConfiguration>) f.get(HADOOP_CONF));
         List<CompletableFuture<String>> work = new ArrayList<>();
         for (Object target : (List<?>) f.get(TARGETS)) {
@@ -211,7 +211,7 @@ final class HelperEndpoint {
     }
 
     /** One target's answer, marked as sent over RPC; a failure fails the whole call. */
-    private static String answer(StatePrewarm.Runner runner, StatePrewarm.Spec spec) {
+    private static String answer(PrewarmRunner runner, StatePrewarm.Spec spec) {
       if (runner.setting(FAIL_KEY)) {
         throw new IllegalStateException("refused by " + FAIL_KEY);
       }

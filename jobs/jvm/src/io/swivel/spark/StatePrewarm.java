@@ -22,22 +22,20 @@
  * batch's StateStore.get finds it there. A RocksDB copy is first brought to the version that
  * batch reads, by replaying in place the changelogs since its load (ChangelogCatchUp); an
  * HDFS-backed copy loads the deltas since the prewarm in that batch.
+ *
+ * The pieces: this class is the driver's entry points (the calls, the switch, the answers'
+ * reads) and what both sides share (Spec, the answers' JSON); PrewarmRunner does a call's
+ * work for one bin on an executor, PrewarmLoads holds the executor's loads and their
+ * answers, HelperRpc and HelperEndpoint carry the calls over Spark's RPC, and
+ * ChangelogFollower and ChangelogCatchUp keep a loaded RocksDB copy current.
  */
 package io.swivel.spark;
 
 import java.io.Serializable;
-import java.lang.ref.WeakReference;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.FutureTask;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -45,30 +43,19 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
-import org.apache.spark.api.java.function.Function;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
-import org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
-import org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.SchemaHelper;
-import org.apache.spark.sql.execution.streaming.state.StateStore$;
 import org.apache.spark.sql.execution.streaming.state.StateStoreColFamilySchema;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.StructType;
 import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManager;
 import org.apache.spark.storage.BlockResult;
-import org.apache.spark.storage.StorageLevel;
 import org.apache.spark.storage.TestBlockId;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.Option;
@@ -85,18 +72,6 @@ public final class StatePrewarm {
   public static final int API = 11;
 
   /**
-   * A failure switch for tests: a session setting naming a file; a load started while it is
-   * set waits before it reads anything for as long as that file exists (at most
-   * LOAD_HOLD_MAX_S), as a slow download would, so a test decides when the load ends
-   * instead of guessing (unset, the default: no wait). The session's settings reach the
-   * task through the Hadoop conf the driver passes; executors of a local cluster see the
-   * driver's files.
-   */
-  static final String LOAD_HOLD_KEY = "swivel.prewarm.test.holdWhileExists";
-
-  private static final long LOAD_HOLD_MAX_S = 120;
-
-  /**
    * A failure switch for tests: a session setting; while it is "true" the switch's top-up
    * does not replay in place (ChangelogCatchUp) and falls back to Spark's reopening load, as
    * it does where a replay is refused or fails (unset, the default: it replays).
@@ -105,91 +80,6 @@ public final class StatePrewarm {
 
   /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
   static final String JOB_DESCRIPTION = "spark.job.description";
-
-  /** Executor side: real provider id -> the provider object a prewarm loaded for it. */
-  private static final ConcurrentHashMap<String, WeakReference<StateStoreProvider>> PREWARMED =
-      new ConcurrentHashMap<>();
-
-  /**
-   * Executor side: the loads started by `load`, by real provider id, until `poll` has
-   * reported them and the next load, an activation or a release replaces or drops them.
-   */
-  private static final ConcurrentHashMap<String, Load> LOADS = new ConcurrentHashMap<>();
-
-  /** One load call's work on the loader thread, named by the driver's load id. */
-  static final class Load extends FutureTask<String> {
-    final String loadId;
-
-    Load(String loadId, java.util.concurrent.Callable<String> body) {
-      super(body);
-      this.loadId = loadId;
-    }
-  }
-
-  /**
-   * Executor side: one thread runs the background loads, one bin after another. A load that
-   * ran in its task held a task slot for the whole download (seconds from a remote store),
-   * and the query's own tasks on that executor waited for the slot; this thread only
-   * competes for the CPU it actually uses, and at a lower priority than the tasks
-   * (`lowerPriority`): Megaphone's migration must not stall processing.
-   */
-  private static final ExecutorService LOADER = Executors.newSingleThreadExecutor(task -> {
-    Thread thread = new Thread(() -> {
-      loaderPriority = lowerPriority();
-      task.run();
-    }, "swivel-prewarm-loader");
-    thread.setDaemon(true);
-    return thread;
-  });
-
-  /** The loader thread's nice value: CFS then gives a busy task thread ~10 times its CPU. */
-  static final int LOADER_NICE = 10;
-
-  /** What `lowerPriority` did: `nice 10`, or why the loader runs at the tasks' priority. */
-  static volatile String loaderPriority = "not started";
-
-  /** What `lowerPriority` did for the follower thread (ChangelogFollower), as above. */
-  static volatile String followerPriority = "not started";
-
-  /**
-   * Sets the calling thread's nice value to LOADER_NICE (Linux: `renice` on its thread id,
-   * from /proc/thread-self; setpriority with a thread id changes that thread only). Java's
-   * own thread priorities are ignored on Linux unless the JVM runs with
-   * -XX:ThreadPriorityPolicy=1, which needs root. Raising one's own nice value needs no
-   * privilege. Where it fails, the thread runs at the tasks' priority, and the answer says
-   * why (`loaderPriority`, `followerPriority`).
-   */
-  static String lowerPriority() {
-    try {
-      java.nio.file.Path self =
-          java.nio.file.Files.readSymbolicLink(java.nio.file.Paths.get("/proc/thread-self"));
-      String tid = self.getFileName().toString();  // "<pid>/task/<tid>"
-      Process renice = new ProcessBuilder("renice", "-n", String.valueOf(LOADER_NICE), "-p", tid)
-          .redirectErrorStream(true).start();
-      String said = new String(renice.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-      boolean ended = renice.waitFor(10, TimeUnit.SECONDS);
-      return ended && renice.exitValue() == 0
-          ? "nice " + LOADER_NICE
-          : "renice failed: " + said.trim();
-    } catch (Throwable e) {
-      return "not lowered: " + describe(e);
-    }
-  }
-
-  /**
-   * Executor side: the block of each key's announced answer. Recording an answer, and
-   * removing a load with its record, happen under the LOADS lock, so an answer stays
-   * announced only while its load is the key's current one; the block manager's calls to
-   * the driver run outside the lock.
-   */
-  private static final ConcurrentHashMap<String, BlockId> ANNOUNCED = new ConcurrentHashMap<>();
-
-  /**
-   * Executor side: the keys whose copy the loader thread is loading now. Changed, and read
-   * by a release, under the LOADS lock: a release then either finds the load running (and
-   * the load drops its own copy when it ends) or finds it ended (and drops the copy itself).
-   */
-  private static final Set<String> RUNNING = ConcurrentHashMap.newKeySet();
 
   private StatePrewarm() {}
 
@@ -265,51 +155,6 @@ public final class StatePrewarm {
   public static long awaitAnswers(SparkContext sc, long seen, long timeoutMs)
       throws InterruptedException {
     return AnswerWatch.of(sc).awaitAfter(seen, timeoutMs);
-  }
-
-  /**
-   * Executor side: publish a finished load's answer, if `current` still holds when it is
-   * recorded (the load is still the key's own; checked under the LOADS lock). The block
-   * manager's calls to the driver run outside that lock: they wait for the driver, and the
-   * switch's tasks take the lock on the batch path. A failure only costs time: the answer
-   * stays in LOADS, where the driver's occasional poll job still finds it.
-   */
-  static void announce(String key, String loadId, String answer,
-      java.util.function.BooleanSupplier current) {
-    BlockId block = answerBlock(key, loadId);
-    try {
-      SparkEnv.get().blockManager().putSingle(block, answer, StorageLevel.MEMORY_ONLY(), true,
-          ClassTag$.MODULE$.apply(String.class));
-    } catch (Throwable e) {
-      return;  // answered by the poll job instead
-    }
-    BlockId drop;
-    synchronized (LOADS) {
-      if (current.getAsBoolean()) {
-        BlockId earlier = ANNOUNCED.put(key, block);
-        drop = block.equals(earlier) ? null : earlier;
-      } else {
-        drop = block;  // the load was dropped meanwhile: its answer must not stay
-      }
-    }
-    removeQuietly(drop);
-  }
-
-  /** Executor side: take the key's announced answer off the record (under the LOADS lock). */
-  static BlockId unrecord(String key) {
-    return ANNOUNCED.remove(key);
-  }
-
-  /** Executor side: drop an announced answer's block (outside the LOADS lock). */
-  static void removeQuietly(BlockId block) {
-    if (block == null) {
-      return;
-    }
-    try {
-      SparkEnv.get().blockManager().removeBlock(block, true);
-    } catch (Throwable e) {
-      // a leftover answer names its load: the driver never takes it for another one's
-    }
   }
 
   /**
@@ -510,7 +355,7 @@ public final class StatePrewarm {
     }
     RDD<Spec> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
         ClassTag$.MODULE$.apply(Spec.class));
-    Runner runner = new Runner(storeConf, shipped);
+    PrewarmRunner runner = new PrewarmRunner(storeConf, shipped);
     // Inside foreachBatch this thread carries the batch's description ("... batch = N"),
     // which the adapter uses to find a batch's jobs: ours get their own, then it is restored.
     String description = sc.getLocalProperty(JOB_DESCRIPTION);
@@ -602,443 +447,6 @@ public final class StatePrewarm {
         coordinator.reportActiveInstance(new StateStoreProviderId(id, runId),
             host == null ? bin[2] : host, executor == null ? bin[1] : executor, none);
       }
-    }
-  }
-
-  /** The task body. */
-  static final class Runner implements Function<Spec, String> {
-    private static final long serialVersionUID = 1L;
-    private final StateStoreConf storeConf;
-    // broadcast: fetched once per executor, not shipped and deserialised with every task
-    private final Broadcast<SerializableConfiguration> shippedConf;
-
-    Runner(StateStoreConf storeConf, Broadcast<SerializableConfiguration> shippedConf) {
-      this.storeConf = storeConf;
-      this.shippedConf = shippedConf;
-    }
-
-    /**
-     * The session's Hadoop conf, shared by every helper task of the executor (one broadcast
-     * value): read it, never change it; Spark is handed a copy (StateStore sets the run id
-     * on the conf it is given).
-     */
-    private Configuration hadoopConf() {
-      return shippedConf.value().value();
-    }
-
-    /** A boolean session setting (the failure switches), false where unset. */
-    boolean setting(String key) {
-      return hadoopConf().getBoolean(key, false);
-    }
-
-    @Override
-    public String call(Spec spec) throws Exception {
-      HelperEndpoint.ensure();  // then the driver's next call to it needs no job
-      return answer(spec);
-    }
-
-    /** The call's work, on the job's task or on the executor's endpoint (HelperRpc). */
-    String answer(Spec spec) throws Exception {
-      String here = SparkEnv.get().executorId();
-      Json out = new Json().put("partition", spec.partition).put("store", spec.storeName)
-          .put("operator", spec.operatorId).put("executor", here).put("action", spec.action);
-      if (!here.equals(spec.executorId)) {
-        return out.put("status", "wrong-executor").put("wanted", spec.executorId).toString();
-      }
-      switch (spec.action) {
-        case "load":
-          return load(spec, out);
-        case "poll":
-          return poll(spec, out);
-        case "activate":
-          try {
-            return activate(spec, out);
-          } catch (Throwable e) {  // answered, not thrown: one bin's failure fails no job
-            return out.put("status", "failed").put("error", describe(e)).toString();
-          }
-        case "probe":
-          return probe(spec, out);
-        case "release":
-          return release(spec, out);
-        default:
-          return out.put("status", "unknown-action").toString();
-      }
-    }
-
-    /**
-     * Loads the bin's copy (`loadShadow`); a RocksDB copy then replays in place the versions
-     * committed while it loaded (ChangelogFollower.catchUp) and is followed from here on,
-     * registered only while `current` (under the loads' lock) says this is the bin's load.
-     */
-    private String prewarm(Spec spec, Json out, java.util.function.BooleanSupplier current,
-        Configuration conf) throws Exception {
-      StateStoreProviderId real = spec.real();
-      StateStoreProviderId shadow = spec.shadow();
-      if (StateStore$.MODULE$.isLoaded(real)) {
-        return out.put("status", "already-loaded").toString();  // it serves (served) the bin
-      }
-      long start = System.nanoTime();
-      holdWhileExists(conf.get(LOAD_HOLD_KEY, ""));
-      ChangelogFollower.stop(spec.key(), "reloaded");  // the load below may replace its version
-      loadShadow(spec, conf);
-      double ms = (System.nanoTime() - start) / 1e6;
-      StateStoreProvider provider = ProviderInternals.loaded(shadow);
-      if (provider != null) {
-        PREWARMED.put(spec.key(), new WeakReference<>(provider));
-        if (ProviderInternals.rocksDbOf(provider) != null
-            && !conf.getBoolean(REPLAY_REFUSED_KEY, false)) {
-          ChangelogFollower.Followed followed = new ChangelogFollower.Followed(shadow, provider,
-              spec.root, new Configuration(conf));
-          ChangelogFollower.catchUp(followed);
-          synchronized (LOADS) {
-            if (current.getAsBoolean()) {
-              ChangelogFollower.add(spec.key(), followed);
-            }
-          }
-          out.put("caught_up", followed.replayed);
-        }
-      }
-      return out.put("status", provider != null ? "loaded" : "evicted")
-          .put("version", spec.version).put("load_ms", ms).put("loader", loaderPriority)
-          .put("provider", provider == null ? 0 : System.identityHashCode(provider))
-          .put("rocksdb_version", ProviderInternals.rocksDbVersion(provider))
-          .toString();
-    }
-
-    /**
-     * Starts `prewarm` on the executor's loader thread and answers at once (`loading`, or
-     * `already-loaded` as `prewarm` says it): the task frees its slot while the bin loads.
-     */
-    private String load(Spec spec, Json out) throws Exception {
-      String key = spec.key();
-      out.put("load_id", spec.loadId);
-      if (StateStore$.MODULE$.isLoaded(spec.real())) {
-        // an earlier step's load of the bin is of no use here (the target serves the bin):
-        // a poll must not answer with it, and its copy goes (now, or when it ends)
-        dropLoad(spec, false);
-        return out.put("status", "already-loaded").toString();
-      }
-      Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
-          .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
-          .put("action", "prewarm").put("load_id", spec.loadId);
-      // read on the task's thread, while its job holds the broadcast: a load may wait in the
-      // loader's queue after a changed setting has replaced the broadcast and Spark's
-      // cleaner has removed the old one's blocks
-      Configuration conf = hadoopConf();
-      AtomicReference<Load> self = new AtomicReference<>();
-      Load task = new Load(spec.loadId, () -> {
-        synchronized (LOADS) {
-          if (LOADS.get(key) != self.get()) {  // released, or replaced, while it was queued
-            return answer.put("status", "released").toString();
-          }
-          RUNNING.add(key);
-        }
-        String result;
-        boolean orphan;
-        try {
-          result = prewarm(spec, answer, () -> LOADS.get(key) == self.get(), conf);
-        } catch (Throwable e) {  // a Scala assert's AssertionError too: answered, not thrown
-          result = answer.put("status", "failed").put("error", describe(e)).toString();
-        } finally {
-          // released (or its record dropped by the already-loaded path) while it loaded:
-          // the copy it made has no owner left, so it goes now instead of staying loaded
-          orphan = doneLoading(spec);
-        }
-        if (orphan) {
-          return result;  // nobody reads it: the record that poll and announce need is gone
-        }
-        // announced only while this is still the key's load
-        announce(key, spec.loadId, result, () -> LOADS.get(key) == self.get());
-        return result;
-      });
-      self.set(task);
-      BlockId earlier;
-      synchronized (LOADS) {  // recorded before it can run: it looks itself up
-        LOADS.put(key, task);
-        earlier = unrecord(key);  // an earlier load's answer for the bin
-      }
-      removeQuietly(earlier);
-      LOADER.execute(task);
-      return out.put("status", "loading").toString();
-    }
-
-    /** Drops the key's load record and its announced answer, in one step. */
-    private Load forget(String key) {
-      Load pending;
-      BlockId answered;
-      synchronized (LOADS) {
-        answered = unrecord(key);
-        pending = LOADS.remove(key);
-      }
-      removeQuietly(answered);
-      return pending;
-    }
-
-    /**
-     * A started load's answer (as `prewarm`'s), `loading` while it runs, `no-load`, or
-     * `superseded` when the bin's load is another one than `spec.loadId`.
-     */
-    private String poll(Spec spec, Json out) throws Exception {
-      Load pending = LOADS.get(spec.key());
-      out.put("load_id", spec.loadId);
-      if (pending == null) {
-        return out.put("status", "no-load").toString();
-      }
-      if (!pending.loadId.equals(spec.loadId)) {
-        return out.put("status", "superseded").toString();
-      }
-      if (!pending.isDone()) {
-        return out.put("status", "loading").toString();
-      }
-      return pending.get();
-    }
-
-    /**
-     * Loads (or reuses) the provider under the shadow id at `spec.version`:
-     * getStateStoreProvider reports the shadow id active here, so neither eviction path
-     * touches it; getReadStore loads the version (HDFS: snapshot + deltas into loadedMaps;
-     * RocksDB: the checkpoint's files into the provider's local database). A transformWithState
-     * store is opened as its operator opens it (dummy binary key and value schemas, column
-     * families, several values per key); its state variables are column families that the
-     * checkpoint brings back. The read store is then released: on RocksDB `abort()` is a
-     * rollback that throws the loaded version away, `release()` keeps it.
-     */
-    private void loadShadow(Spec spec, Configuration conf) throws Exception {
-      ReadStateStore store = openShadow(spec, spec.version, conf);
-      if (ProviderInternals.loaded(spec.shadow()) instanceof RocksDBStateStoreProvider) {
-        store.release();
-      } else {
-        store.abort();
-      }
-    }
-
-    /** A read store of the shadow copy at `version` (loaded first where it is not). */
-    private ReadStateStore openShadow(Spec spec, long version, Configuration conf)
-        throws Exception {
-      StructType keySchema = (StructType) DataType.fromJson(spec.keySchema);
-      StructType valueSchema = (StructType) DataType.fromJson(spec.valueSchema);
-      KeyStateEncoderSpec encoder = new NoPrefixKeyStateEncoderSpec(keySchema);
-      return StateStore$.MODULE$.getReadOnly(spec.shadow(), keySchema, valueSchema, encoder,
-          version, Option.empty(), Option.empty(), spec.columnFamilies, storeConf,
-          new Configuration(conf), spec.columnFamilies);
-    }
-
-    private String activate(Spec spec, Json out) throws Exception {
-      forget(spec.key());
-      // no replay of the follower's may run into the copy from here on (it waits for one)
-      long stopping = System.nanoTime();
-      ChangelogFollower.Followed followed = ChangelogFollower.stop(spec.key(), "switched");
-      if (followed != null) {
-        out.put("followed", followed.replayed).put("follow_stopped", followed.stopped)
-            .put("stop_wait_ms", (System.nanoTime() - stopping) / 1e6);
-      }
-      StateStoreProviderId real = spec.real();
-      StateStoreProviderId shadow = spec.shadow();
-      if (spec.version > 0
-          && ProviderInternals.loaded(shadow) instanceof RocksDBStateStoreProvider) {
-        long start = System.nanoTime();
-        String how = topUp(spec);
-        out.put("topup_ms", (System.nanoTime() - start) / 1e6).put("topup_version", spec.version)
-            .put("topup", how);
-      }
-      HashMap<StateStoreProviderId, StateStoreProvider> providers =
-          ProviderInternals.loadedProviders();
-      StateStoreProvider leftover = null;
-      String status;
-      StateStoreProvider moved = null;
-      synchronized (providers) {  // StateStore's own lock on loadedProviders
-        Option<StateStoreProvider> found = providers.remove(shadow);
-        if (found.isEmpty()) {
-          status = "no-shadow";
-        } else if (providers.contains(real)) {
-          leftover = found.get();
-          status = "real-already-loaded";
-        } else {
-          moved = found.get();
-          providers.put(real, moved);
-          status = "activated";
-        }
-      }
-      if (leftover != null) {
-        StateStore$.MODULE$.closeProvider(shadow, leftover);
-      }
-      out.put("status", status);
-      if (moved != null) {
-        out.put("provider", System.identityHashCode(moved))
-            .put("provider_id_fixed", ProviderInternals.renameProvider(moved, real))
-            .put("rocksdb_version", ProviderInternals.rocksDbVersion(moved))
-            .put("forwarder_fixed", ProviderInternals.renameForwarder(moved, real));
-      }
-      return out.toString();
-    }
-
-    /**
-     * Brings the shadow RocksDB copy to `spec.version`: in place when its changelogs allow
-     * (`ChangelogCatchUp`: only the versions it misses are read), otherwise by Spark's own
-     * load, which reopens the database from the bin's newest snapshot. Says which: `current`,
-     * `replayed N` (versions) or `reopened: <why not in place>`.
-     */
-    private String topUp(Spec spec) throws Exception {
-      StateStoreProvider copy = ProviderInternals.loaded(spec.shadow());
-      RocksDB db = ProviderInternals.rocksDbOf(copy);
-      long from = db == null ? -1 : db.loadedVersion();
-      if (from == spec.version) {
-        return "current";
-      }
-      String why = db == null ? "no database" : ChangelogCatchUp.refusal(db, from, spec.version);
-      if (why == null && hadoopConf().getBoolean(REPLAY_REFUSED_KEY, false)) {
-        why = "refused by " + REPLAY_REFUSED_KEY;
-      }
-      if (why == null) {
-        try {  // held as a read store of the copy itself (a closed copy throws: reopened below)
-          ChangelogCatchUp.replayHeld(copy, db, from, spec.version);
-          return "replayed " + (spec.version - from);
-        } catch (Exception e) {  // it then holds nothing: the load below reopens it whole
-          why = "replay failed: " + describe(e);
-        }
-      }
-      loadShadow(spec, hadoopConf());
-      return "reopened: " + why;
-    }
-
-    private String probe(Spec spec, Json out) throws Exception {
-      StateStoreProvider provider = ProviderInternals.loaded(spec.real());
-      WeakReference<StateStoreProvider> ref = PREWARMED.get(spec.key());
-      StateStoreProvider prewarmed = ref == null ? null : ref.get();
-      StateStoreProvider shadow = ProviderInternals.loaded(spec.shadow());
-      ChangelogFollower.Followed followed = ChangelogFollower.followed(spec.key());
-      out.put("loaded", provider != null)
-          .put("prewarmed_provider", provider != null && provider == prewarmed)
-          .put("shadow_loaded", shadow != null)
-          .put("shadow_version", ProviderInternals.rocksDbVersion(shadow))
-          .put("followed", followed == null ? -1 : followed.replayed)
-          .put("follow_stopped", followed == null ? "not followed"
-              : followed.stopped == null ? "" : followed.stopped)
-          .put("follower", followerPriority);
-      if (provider != null) {
-        out.put("provider", System.identityHashCode(provider))
-            .put("provider_class", provider.getClass().getSimpleName())
-            .put("rocksdb_version", ProviderInternals.rocksDbVersion(provider));
-      }
-      if (provider instanceof HDFSBackedStateStoreProvider) {
-        HDFSBackedStateStoreProvider hdfs = (HDFSBackedStateStoreProvider) provider;
-        scala.collection.immutable.Map<String, Object> metrics = hdfs.getMetricsForProvider();
-        for (String name : CollectionConverters.asJava(metrics.keySet())) {
-          out.put(name, ((Number) metrics.apply(name)).longValue());
-        }
-        StringBuilder versions = new StringBuilder();
-        for (Object version : hdfs.getLoadedMaps().keySet()) {
-          versions.append(versions.length() == 0 ? "" : ",").append(version);
-        }
-        out.put("loaded_versions", versions.toString());
-      }
-      return out.put("status", "probed").toString();
-    }
-
-    /** Drops load `spec.loadId` of the bin and its copy, as `dropLoad` says. */
-    private String release(Spec spec, Json out) throws Exception {
-      out.put("load_id", spec.loadId);
-      return out.put("status", dropLoad(spec, true)).toString();
-    }
-  }
-
-  // -- dropping a load and its copy ----------------------------------------------------------
-  //
-  // A copy is closed by exactly one of: a release or the already-loaded path (`dropLoad`,
-  // when the load is not running) or the load itself when it ends without a record
-  // (`doneLoading`). Which one is decided under the LOADS lock, and the copy is taken out of
-  // `loadedProviders` under it too (lock order LOADS, then the providers' lock; nothing
-  // takes them the other way), so a newer load recorded afterwards creates its own copy
-  // instead of reusing one that is being closed. Closing runs outside the locks.
-
-  /**
-   * Drops the key's load record, its announced answer and its copy. With `onlyItsOwn`, a
-   * record of another load than `spec.loadId` is left alone (`superseded`): a late release
-   * of a step that timed out must not drop the load of the step that followed it. A running
-   * load is not waited for (a task slot would be held for it) and its copy is not closed
-   * while it loads: the load closes it when it ends (`releasing`); a queued one finds its
-   * record gone and loads nothing. Otherwise `released`, or `no-shadow` (no copy here).
-   */
-  static String dropLoad(Spec spec, boolean onlyItsOwn) throws Exception {
-    String key = spec.key();
-    BlockId answered;
-    Option<StateStoreProvider> copy = Option.empty();
-    boolean running;
-    synchronized (LOADS) {
-      Load pending = LOADS.get(key);
-      if (onlyItsOwn && pending != null && !pending.loadId.equals(spec.loadId)) {
-        return "superseded";
-      }
-      answered = unrecord(key);
-      LOADS.remove(key);
-      running = RUNNING.contains(key);
-      if (!running) {
-        copy = takeShadow(spec);
-      }
-    }
-    removeQuietly(answered);
-    if (running) {
-      return "releasing";
-    }
-    closeShadow(spec, copy);
-    return copy.isDefined() ? "released" : "no-shadow";
-  }
-
-  /**
-   * The key's load stops running. True when the key has no load on record any more
-   * (released, or dropped by the already-loaded path, while it loaded): its copy is then an
-   * orphan, and it is closed here.
-   */
-  static boolean doneLoading(Spec spec) {
-    String key = spec.key();
-    Option<StateStoreProvider> copy;
-    synchronized (LOADS) {
-      RUNNING.remove(key);
-      if (LOADS.containsKey(key)) {
-        return false;
-      }
-      try {
-        copy = takeShadow(spec);
-      } catch (Throwable e) {  // loadedProviders unreachable: every other action fails too
-        return true;
-      }
-    }
-    try {
-      closeShadow(spec, copy);
-    } catch (Throwable e) {
-      // out of loadedProviders already: nothing serves or maintains it; only its close
-      // (RocksDB: native memory, its working folder) is lost
-    }
-    return true;
-  }
-
-  /** LOAD_HOLD_KEY's wait (nothing when `path` is empty). */
-  static void holdWhileExists(String path) throws InterruptedException {
-    if (path.isEmpty()) {
-      return;
-    }
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(LOAD_HOLD_MAX_S);
-    while (java.nio.file.Files.exists(java.nio.file.Paths.get(path))
-        && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-  }
-
-  /** Takes the bin's shadow copy out of `loadedProviders` (none: empty). */
-  static Option<StateStoreProvider> takeShadow(Spec spec) throws Exception {
-    HashMap<StateStoreProviderId, StateStoreProvider> providers =
-        ProviderInternals.loadedProviders();
-    synchronized (providers) {
-      return providers.remove(spec.shadow());
-    }
-  }
-
-  /** Closes a copy taken by `takeShadow` (outside the locks: closing may wait for I/O). */
-  static void closeShadow(Spec spec, Option<StateStoreProvider> copy) {
-    ChangelogFollower.stop(spec.key(), "released");  // waits for a replay under way
-    if (copy.isDefined()) {
-      StateStore$.MODULE$.closeProvider(spec.shadow(), copy.get());
-      PREWARMED.remove(spec.key());  // only a copy's: after an activation it names the real one
     }
   }
 
