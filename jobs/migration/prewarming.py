@@ -145,6 +145,8 @@ class StepPrewarm:
             "follow_stopped": sorted(
                 {str(r["follow_stopped"]) for r in results if "follow_stopped" in r} - {"switched"}
             ),
+            # how the activations reached the targets: `rpc`, or `job` (no endpoint yet)
+            "via": sorted({str(r.get("via", "job")) for r in results}),
         }
         statuses: dict[int, str] = {}
         for result in results:

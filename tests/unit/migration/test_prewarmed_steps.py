@@ -496,6 +496,7 @@ def test_each_switched_step_records_its_top_up() -> None:
             "followed": 1,
             "stop_wait_ms": 0.0,
             "follow_stopped": [],
+            "via": ["job"],  # the fake answers as a job would
         },
         {
             "ms": 14.5,
@@ -503,5 +504,6 @@ def test_each_switched_step_records_its_top_up() -> None:
             "followed": 3,
             "stop_wait_ms": 0.5,
             "follow_stopped": ["refused: no changelog checkpointing"],
+            "via": ["job"],
         },
     ]

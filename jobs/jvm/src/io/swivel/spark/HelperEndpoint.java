@@ -80,9 +80,10 @@ final class HelperEndpoint {
   static volatile String state = "not set up";
 
   /**
-   * Runs a call's targets, several at once (an executor's bins switch in
-   * parallel, as the job's tasks did on its cores), off the endpoint's own thread, which
-   * only hands the work over, so a slow release never holds up an activation.
+   * Runs the calls' bins, several at once (an executor's bins switch in parallel, as the
+   * job's tasks did on its cores), off the endpoint's own thread, which only hands the work
+   * over. One queue for every action: a release of several bins queued first delays an
+   * activation behind it (the driver releases only steps that will not switch).
    */
   private static final ExecutorService WORK = Executors.newFixedThreadPool(
       Math.max(2, Runtime.getRuntime().availableProcessors()), task -> {
@@ -196,18 +197,29 @@ final class HelperEndpoint {
           work.add(CompletableFuture.supplyAsync(() -> answer(runner, spec), WORK));
         }
         CompletableFuture.allOf(work.toArray(new CompletableFuture<?>[0]))
-            .whenComplete((done, error) -> {
-              if (error != null) {  // as a failed task fails its job; as text: serialisable
-                context.sendFailure(new IllegalStateException(String.valueOf(error)));
-                return;
-              }
-              List<String> replies = new ArrayList<>();
-              for (CompletableFuture<String> one : work) {
-                replies.add(one.join());
-              }
-              context.reply(replies);
-            });
+            .whenComplete((done, error) -> reply(context, work, error));
       });
+    }
+
+    /**
+     * Answers the call exactly once: the driver waits for it (on the batch path for an
+     * activation), so a reply that cannot be sent is replaced by a failure naming why.
+     */
+    private static void reply(RpcCallContext context, List<CompletableFuture<String>> work,
+        Throwable error) {
+      try {
+        if (error != null) {  // as a failed task fails its job; as text: serialisable
+          context.sendFailure(new IllegalStateException(String.valueOf(error)));
+          return;
+        }
+        List<String> replies = new ArrayList<>();
+        for (CompletableFuture<String> one : work) {
+          replies.add(one.join());
+        }
+        context.reply(replies);
+      } catch (Throwable e) {
+        context.sendFailure(new IllegalStateException("the reply failed: " + e));
+      }
     }
 
     /** One target's answer, marked as sent over RPC; a failure fails the whole call. */

@@ -32,9 +32,8 @@
  * call's answer only decides whether a bin is switched with its loaded copy: a wrong one
  * makes the bin reload from the checkpoint, as without prewarm.
  *
- * Failures: a target whose executor has no endpoint, or whose ask failed, is answered by
- * the job path (its answer says `rpc_failed` and why), except an activation whose ask
- * failed: it may still be running on the executor, so it is answered `failed` (the bin
+ * Failures: a target whose executor has no endpoint is answered by the job path; so is
+ * one whose ask failed (its answer then says `rpc_failed` and why), except an activation: it may still be running on the executor, so it is answered `failed` (the bin
  * reloads from the checkpoint; were the late activation to land first, its copy is at the
  * version the batch reads). A failed ask forgets the executor's endpoint until a helper
  * job's task registers it again.
@@ -58,7 +57,7 @@ import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.rpc.RpcAddress;
 import org.apache.spark.rpc.RpcCallContext;
-import org.apache.spark.rpc.RpcEndpoint;
+import org.apache.spark.rpc.IsolatedThreadSafeRpcEndpoint;
 import org.apache.spark.rpc.RpcEndpointRef;
 import org.apache.spark.rpc.RpcEnv;
 import org.apache.spark.rpc.RpcTimeout;
@@ -226,7 +225,8 @@ final class HelperRpc {
       String failed;
       try {
         Object reply = timeout.awaitResult(entry.getValue());
-        if (reply instanceof List && ((List<?>) reply).size() == indices.size()) {
+        if (reply instanceof List && ((List<?>) reply).size() == indices.size()
+            && !answersElsewhere((List<?>) reply)) {
           List<?> replies = (List<?>) reply;
           for (int i = 0; i < indices.size(); i++) {
             answers[indices.get(i)] = String.valueOf(replies.get(i));
@@ -256,6 +256,19 @@ final class HelperRpc {
     return answers;
   }
 
+  /**
+   * Whether an endpoint answered from another executor than the one it was registered for
+   * (`wrong-executor`): it is then forgotten, and the job answers in its place.
+   */
+  private static boolean answersElsewhere(List<?> replies) {
+    for (Object reply : replies) {
+      if (String.valueOf(reply).contains("\"status\":\"wrong-executor\"")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** An error and its causes, one after another (Spark wraps the endpoint's own). */
   static String causes(Throwable error) {
     StringBuilder out = new StringBuilder();
@@ -265,8 +278,12 @@ final class HelperRpc {
     return out.toString();
   }
 
-  /** The driver's registry: executor id -> the endpoint its executor sent. */
-  static final class Registry implements RpcEndpoint {
+  /**
+   * The driver's registry: executor id -> the endpoint its executor sent. On a thread of
+   * its own: its checks ask the block manager master, and the shared dispatcher's few
+   * threads also serve the state store coordinator.
+   */
+  static final class Registry implements IsolatedThreadSafeRpcEndpoint {
     private final RpcEnv env;
 
     Registry(RpcEnv env) {

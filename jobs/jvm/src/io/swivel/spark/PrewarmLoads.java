@@ -43,12 +43,12 @@ final class PrewarmLoads {
 
   private static final long LOAD_HOLD_MAX_S = 120;
 
-  /** real provider id -> the provider object a prewarm loaded for it. */
+  /** Real provider id -> the provider object a prewarm loaded for it. */
   static final ConcurrentHashMap<String, WeakReference<StateStoreProvider>> PREWARMED =
       new ConcurrentHashMap<>();
 
   /**
-   * the loads started by `load`, by real provider id, until `poll` has
+   * The loads started by `load`, by real provider id, until `poll` has
    * reported them and the next load, an activation or a release replaces or drops them.
    */
   static final ConcurrentHashMap<String, Load> LOADS = new ConcurrentHashMap<>();
@@ -64,7 +64,7 @@ final class PrewarmLoads {
   }
 
   /**
-   * one thread runs the background loads, one bin after another. A load that
+   * One thread runs the background loads, one bin after another. A load that
    * ran in its task held a task slot for the whole download (seconds from a remote store),
    * and the query's own tasks on that executor waited for the slot; this thread only
    * competes for the CPU it actually uses, and at a lower priority than the tasks
@@ -114,7 +114,7 @@ final class PrewarmLoads {
   }
 
   /**
-   * the block of each key's announced answer. Recording an answer, and
+   * The block of each key's announced answer. Recording an answer, and
    * removing a load with its record, happen under the LOADS lock, so an answer stays
    * announced only while its load is the key's current one; the block manager's calls to
    * the driver run outside the lock.
@@ -122,14 +122,14 @@ final class PrewarmLoads {
   static final ConcurrentHashMap<String, BlockId> ANNOUNCED = new ConcurrentHashMap<>();
 
   /**
-   * the keys whose copy the loader thread is loading now. Changed, and read
+   * The keys whose copy the loader thread is loading now. Changed, and read
    * by a release, under the LOADS lock: a release then either finds the load running (and
    * the load drops its own copy when it ends) or finds it ended (and drops the copy itself).
    */
   static final Set<String> RUNNING = ConcurrentHashMap.newKeySet();
 
   /**
-   * publish a finished load's answer, if `current` still holds when it is
+   * Publish a finished load's answer, if `current` still holds when it is
    * recorded (the load is still the key's own; checked under the LOADS lock). The block
    * manager's calls to the driver run outside that lock: they wait for the driver, and the
    * switch's tasks take the lock on the batch path. A failure only costs time: the answer

@@ -81,7 +81,7 @@ final class PrewarmRunner implements Function<Spec, String> {
     return answer(spec);
   }
 
-  /** The call's work, on the job's task or on the executor's endpoint (HelperRpc). */
+  /** The call's work, on the job's task or on the executor's endpoint (HelperEndpoint). */
   String answer(Spec spec) throws Exception {
     String here = SparkEnv.get().executorId();
     Json out = new Json().put("partition", spec.partition).put("store", spec.storeName)
@@ -165,9 +165,9 @@ final class PrewarmRunner implements Function<Spec, String> {
     Json answer = new Json().put("partition", spec.partition).put("store", spec.storeName)
         .put("operator", spec.operatorId).put("executor", SparkEnv.get().executorId())
         .put("action", "prewarm").put("load_id", spec.loadId);
-    // read on the task's thread, while its job holds the broadcast: a load may wait in the
-    // loader's queue after a changed setting has replaced the broadcast and Spark's
-    // cleaner has removed the old one's blocks
+    // read on the calling thread (the job's task or the endpoint's pool) while the driver's
+    // call holds the broadcast: a load may wait in the loader's queue after a changed
+    // setting has replaced the broadcast and Spark's cleaner has removed the old one's blocks
     Configuration conf = hadoopConf();
     AtomicReference<Load> self = new AtomicReference<>();
     Load task = new Load(spec.loadId, () -> {
