@@ -161,11 +161,15 @@ final class HelperEndpoint {
     return null;
   }
 
-  /** The executor's endpoint: runs a call's targets as the job's tasks would. */
-  static final class Calls implements IsolatedThreadSafeRpcEndpoint {
+  /**
+   * An endpoint of the helper's, on a thread of its own (the shared dispatcher's few
+   * threads serve Spark's own endpoints), that takes every message it is asked and answers
+   * exactly what `handle` replies or refuses.
+   */
+  abstract static class Isolated implements IsolatedThreadSafeRpcEndpoint {
     private final RpcEnv env;
 
-    Calls(RpcEnv env) {
+    Isolated(RpcEnv env) {
       this.env = env;
     }
 
@@ -174,31 +178,50 @@ final class HelperEndpoint {
       return env;
     }
 
+    /** Replies to or refuses `message` through `context` (a failure naming why). */
+    abstract void handle(Object message, RpcCallContext context);
+
     @Override
     public PartialFunction<Object, BoxedUnit> receiveAndReply(RpcCallContext context) {
-      return total(message -> {
-        String wrong = notACall(message);
-        if (wrong != null) {
-          context.sendFailure(new IllegalArgumentException("swivel prewarm call: " + wrong));
-          return;
+      return PartialFunction$.MODULE$.fromFunction(new AbstractFunction1<Object, BoxedUnit>() {
+        @Override
+        public BoxedUnit apply(Object message) {
+          handle(message, context);
+          return BoxedUnit.UNIT;
         }
-        List<?> f = (List<?>) message;
-        @SuppressWarnings("unchecked")
-        PrewarmRunner runner = new PrewarmRunner((StateStoreConf) f.get(STORE_CONF),
-            (Broadcast<SerializableConfiguration>) f.get(HADOOP_CONF));
-        List<CompletableFuture<String>> work = new ArrayList<>();
-        for (Object target : (List<?>) f.get(TARGETS)) {
-          String[] parts = ((String) target).split("\t", -1);
-          StatePrewarm.Spec spec = new StatePrewarm.Spec((String) f.get(ACTION), parts[1],
-              (String) f.get(ROOT), (Long) f.get(OPERATOR), Integer.parseInt(parts[0]),
-              (String) f.get(STORE), (String) f.get(RUN_ID), (String) f.get(LOAD_ID),
-              (Long) f.get(VERSION), (String) f.get(KEY_SCHEMA), (String) f.get(VALUE_SCHEMA),
-              (Boolean) f.get(COLUMN_FAMILIES));
-          work.add(CompletableFuture.supplyAsync(() -> answer(runner, spec), WORK));
-        }
-        CompletableFuture.allOf(work.toArray(new CompletableFuture<?>[0]))
-            .whenComplete((done, error) -> reply(context, work, error));
       });
+    }
+  }
+
+  /** The executor's endpoint: runs a call's targets as the job's tasks would. */
+  static final class Calls extends Isolated {
+    Calls(RpcEnv env) {
+      super(env);
+    }
+
+    @Override
+    void handle(Object message, RpcCallContext context) {
+      String wrong = notACall(message);
+      if (wrong != null) {
+        context.sendFailure(new IllegalArgumentException("swivel prewarm call: " + wrong));
+        return;
+      }
+      List<?> f = (List<?>) message;
+      @SuppressWarnings("unchecked")
+      PrewarmRunner runner = new PrewarmRunner((StateStoreConf) f.get(STORE_CONF),
+          (Broadcast<SerializableConfiguration>) f.get(HADOOP_CONF));
+      List<CompletableFuture<String>> work = new ArrayList<>();
+      for (Object target : (List<?>) f.get(TARGETS)) {
+        String[] parts = ((String) target).split("\t", -1);
+        StatePrewarm.Spec spec = new StatePrewarm.Spec((String) f.get(ACTION), parts[1],
+            (String) f.get(ROOT), (Long) f.get(OPERATOR), Integer.parseInt(parts[0]),
+            (String) f.get(STORE), (String) f.get(RUN_ID), (String) f.get(LOAD_ID),
+            (Long) f.get(VERSION), (String) f.get(KEY_SCHEMA), (String) f.get(VALUE_SCHEMA),
+            (Boolean) f.get(COLUMN_FAMILIES));
+        work.add(CompletableFuture.supplyAsync(() -> answer(runner, spec), WORK));
+      }
+      CompletableFuture.allOf(work.toArray(new CompletableFuture<?>[0]))
+          .whenComplete((done, error) -> reply(context, work, error));
     }
 
     /**
@@ -234,17 +257,5 @@ final class HelperEndpoint {
         throw new IllegalStateException(StatePrewarm.describe(e), e);
       }
     }
-  }
-
-  /** A handler that takes every message (each answers what it cannot use). */
-  static PartialFunction<Object, BoxedUnit> total(
-      java.util.function.Consumer<Object> handler) {
-    return PartialFunction$.MODULE$.fromFunction(new AbstractFunction1<Object, BoxedUnit>() {
-      @Override
-      public BoxedUnit apply(Object message) {
-        handler.accept(message);
-        return BoxedUnit.UNIT;
-      }
-    });
   }
 }

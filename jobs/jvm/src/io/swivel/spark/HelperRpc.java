@@ -57,7 +57,6 @@ import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.rpc.RpcAddress;
 import org.apache.spark.rpc.RpcCallContext;
-import org.apache.spark.rpc.IsolatedThreadSafeRpcEndpoint;
 import org.apache.spark.rpc.RpcEndpointRef;
 import org.apache.spark.rpc.RpcEnv;
 import org.apache.spark.rpc.RpcTimeout;
@@ -65,12 +64,10 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.util.RpcUtils;
 import org.apache.spark.util.SerializableConfiguration;
-import scala.PartialFunction;
 import scala.Tuple2;
 import scala.concurrent.Future;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
-import scala.runtime.BoxedUnit;
 
 final class HelperRpc {
   static final String REGISTRY = "swivel-prewarm-registry";
@@ -283,30 +280,21 @@ final class HelperRpc {
    * its own: its checks ask the block manager master, and the shared dispatcher's few
    * threads also serve the state store coordinator.
    */
-  static final class Registry implements IsolatedThreadSafeRpcEndpoint {
-    private final RpcEnv env;
-
+  static final class Registry extends HelperEndpoint.Isolated {
     Registry(RpcEnv env) {
-      this.env = env;
+      super(env);
     }
 
     @Override
-    public RpcEnv rpcEnv() {
-      return env;
-    }
-
-    @Override
-    public PartialFunction<Object, BoxedUnit> receiveAndReply(RpcCallContext context) {
-      return HelperEndpoint.total(message -> {
-        String wrong = notARegistration(message, context.senderAddress());
-        if (wrong != null) {
-          context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
-          return;
-        }
-        List<?> fields = (List<?>) message;
-        EXECUTORS.put((String) fields.get(1), (RpcEndpointRef) fields.get(2));
-        context.reply(Boolean.TRUE);
-      });
+    void handle(Object message, RpcCallContext context) {
+      String wrong = notARegistration(message, context.senderAddress());
+      if (wrong != null) {
+        context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
+        return;
+      }
+      List<?> fields = (List<?>) message;
+      EXECUTORS.put((String) fields.get(1), (RpcEndpointRef) fields.get(2));
+      context.reply(Boolean.TRUE);
     }
 
     /** Why `message` is not a registration this driver takes (null: it is one). */
@@ -324,7 +312,7 @@ final class HelperRpc {
       if (!HelperEndpoint.NAME.equals(ref.name())) {
         return "the endpoint is not named " + HelperEndpoint.NAME;
       }
-      if (ref.address() != null && !ref.address().equals(env.address())) {
+      if (ref.address() != null && !ref.address().equals(rpcEnv().address())) {
         return "the endpoint is not on the sender's connection";  // the driver would dial it
       }
       String host = executorHost(executorId);
