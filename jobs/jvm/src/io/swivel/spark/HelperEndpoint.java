@@ -6,7 +6,8 @@
  * An executor's first helper task sets up this endpoint on the executor's RpcEnv and sends
  * the driver's registry a reference to it. A call names an action and its bins; the
  * endpoint checks its shape, types, provider and size, runs each bin as the job's task
- * would (PrewarmRunner) on a small pool, and replies with the answers in order.
+ * would (PrewarmRunner) on a small pool, and replies with the answers in order. Its
+ * skeleton (`Isolated`) is also the base of the driver's registry (HelperRpc.Registry).
  */
 package io.swivel.spark;
 
@@ -178,7 +179,11 @@ final class HelperEndpoint {
       return env;
     }
 
-    /** Replies to or refuses `message` through `context` (a failure naming why). */
+    /**
+     * Replies to or refuses `message` through `context` (a failure naming why), exactly
+     * once, now or later from another thread (as Calls does, when its bins are done). A
+     * throw is answered as a failure by Spark's Inbox, and the endpoint goes on.
+     */
     abstract void handle(Object message, RpcCallContext context);
 
     @Override
