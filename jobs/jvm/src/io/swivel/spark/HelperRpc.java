@@ -33,9 +33,10 @@
  * makes the bin reload from the checkpoint, as without prewarm.
  *
  * Failures: a target whose executor has no endpoint is answered by the job path; so is
- * one whose ask failed (its answer then says `rpc_failed` and why), except an activation: it may still be running on the executor, so it is answered `failed` (the bin
- * reloads from the checkpoint; were the late activation to land first, its copy is at the
- * version the batch reads). A failed ask forgets the executor's endpoint until a helper
+ * one whose ask failed (its answer then says `rpc_failed` and why), except an activation:
+ * it may still be running on the executor, so it is answered `failed` (the bin reloads
+ * from the checkpoint; were the late activation to land first, its copy is at the version
+ * the batch reads). A failed ask forgets the executor's endpoint until a helper
  * job's task registers it again.
  */
 package io.swivel.spark;
@@ -54,7 +55,6 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.function.Function;
 import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.rpc.RpcAddress;
 import org.apache.spark.rpc.RpcCallContext;
 import org.apache.spark.rpc.RpcEndpointRef;
@@ -66,7 +66,6 @@ import org.apache.spark.util.RpcUtils;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.Tuple2;
 import scala.concurrent.Future;
-import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
 
 final class HelperRpc {
@@ -143,21 +142,13 @@ final class HelperRpc {
    */
   static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
     ensureRegistry(sc);
-    List<Tuple2<String, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
+    List<Tuple2<String, String>> items = new ArrayList<>();
     for (String executor : executors) {
       String[] parts = executor.split("\t", -1);
-      List<String> where = List.of("executor_" + parts[1] + "_" + parts[0]);
-      items.add(new Tuple2<>(parts[0], CollectionConverters.asScala(where).toList()));
+      items.add(new Tuple2<>(parts[0], PinnedJob.on(parts[0], parts[1])));
     }
-    RDD<String> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
-        ClassTag$.MODULE$.apply(String.class));
-    String description = sc.getLocalProperty(StatePrewarm.JOB_DESCRIPTION);
-    sc.setJobDescription("swivel: register helper endpoints");
-    try {
-      return rdd.toJavaRDD().map(new Registrar()).collect();
-    } finally {
-      sc.setLocalProperty(StatePrewarm.JOB_DESCRIPTION, description);
-    }
+    return PinnedJob.run(sc, "swivel: register helper endpoints", String.class, items,
+        new Registrar());
   }
 
   /** `registerEndpoints`'s task body. */
@@ -210,11 +201,12 @@ final class HelperRpc {
         String[] parts = targets.get(index).split("\t", -1);
         mine.add(parts[0] + "\t" + parts[1]);
       }
-      List<Object> message = new ArrayList<>(Arrays.asList(HelperEndpoint.CALL, storeConf, conf, action, root,
-          operatorId, storeName, runId, loadId, version, keySchema, valueSchema,
-          columnFamilies, mine));
+      List<Object> message = new ArrayList<>(Arrays.asList(HelperEndpoint.CALL, storeConf,
+          conf, action, root, operatorId, storeName, runId, loadId, version, keySchema,
+          valueSchema, columnFamilies, mine));
       refs.put(entry.getKey(), ref);
-      asked.put(entry.getKey(), ref.ask(message, timeout, ClassTag$.MODULE$.apply(Object.class)));
+      asked.put(entry.getKey(),
+          ref.ask(message, timeout, ClassTag$.MODULE$.apply(Object.class)));
     }
     for (Map.Entry<String, Future<Object>> entry : asked.entrySet()) {
       String executorId = entry.getKey();
@@ -347,5 +339,4 @@ final class HelperRpc {
       return false;
     }
   }
-
 }

@@ -30,7 +30,6 @@ import java.util.List;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.function.Function;
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
 import org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
@@ -38,7 +37,6 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import scala.Tuple2;
 import scala.collection.mutable.HashMap;
 import scala.jdk.javaapi.CollectionConverters;
-import scala.reflect.ClassTag$;
 
 public final class SnapshotPhases {
   /** Bumped when the wire format of `run` changes; the Python side checks it. */
@@ -67,24 +65,14 @@ public final class SnapshotPhases {
    */
   public static List<String> run(SparkContext sc, List<String> executors, String root,
       String runId) {
-    List<Tuple2<String[], scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
+    List<Tuple2<String[], String>> items = new ArrayList<>();
     for (String entry : executors) {
       String[] parts = entry.split("\t", -1);
-      String[] spec = {parts[0], root, runId};
-      List<String> where = new ArrayList<>();
-      where.add("executor_" + parts[1] + "_" + parts[0]);
-      items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
+      items.add(new Tuple2<>(new String[] {parts[0], root, runId},
+          PinnedJob.on(parts[0], parts[1])));
     }
-    @SuppressWarnings("unchecked")
-    RDD<String[]> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
-        ClassTag$.MODULE$.apply((Class<String[]>) (Class<?>) String[].class));
-    String description = sc.getLocalProperty("spark.job.description");
-    sc.setJobDescription("swivel: snapshot phases on " + executors.size() + " executor(s)");
-    try {
-      return rdd.toJavaRDD().map(new Offset()).collect();
-    } finally {
-      sc.setLocalProperty("spark.job.description", description);
-    }
+    return PinnedJob.run(sc, "swivel: snapshot phases on " + executors.size() + " executor(s)",
+        String[].class, items, new Offset());
   }
 
   /**

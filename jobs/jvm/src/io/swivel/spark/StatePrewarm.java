@@ -44,7 +44,6 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
 import org.apache.spark.sql.execution.streaming.state.SchemaHelper;
 import org.apache.spark.sql.execution.streaming.state.StateStoreColFamilySchema;
@@ -77,9 +76,6 @@ public final class StatePrewarm {
    * it does where a replay is refused or fails (unset, the default: it replays).
    */
   static final String REPLAY_REFUSED_KEY = "swivel.prewarm.test.refuseReplay";
-
-  /** SparkContext.SPARK_JOB_DESCRIPTION (private[spark] in Scala). */
-  static final String JOB_DESCRIPTION = "spark.job.description";
 
   private StatePrewarm() {}
 
@@ -341,30 +337,15 @@ public final class StatePrewarm {
       Broadcast<SerializableConfiguration> shipped, String action, List<String> targets,
       String root, long operatorId, String storeName, String runId, String loadId,
       long version, String keySchema, String valueSchema, boolean columnFamilies) {
-    List<Tuple2<Spec, scala.collection.immutable.Seq<String>>> items = new ArrayList<>();
+    List<Tuple2<Spec, String>> items = new ArrayList<>();
     for (String target : targets) {
       String[] parts = target.split("\t", -1);
-      int partition = Integer.parseInt(parts[0]);
-      String executorId = parts[1];
-      String host = parts[2];
-      Spec spec = new Spec(action, executorId, root, operatorId, partition, storeName, runId,
-          loadId, version, keySchema, valueSchema, columnFamilies);
-      List<String> where = new ArrayList<>();
-      where.add("executor_" + host + "_" + executorId);
-      items.add(new Tuple2<>(spec, CollectionConverters.asScala(where).toList()));
+      Spec spec = new Spec(action, parts[1], root, operatorId, Integer.parseInt(parts[0]),
+          storeName, runId, loadId, version, keySchema, valueSchema, columnFamilies);
+      items.add(new Tuple2<>(spec, PinnedJob.on(parts[1], parts[2])));
     }
-    RDD<Spec> rdd = sc.makeRDD(CollectionConverters.asScala(items).toList(),
-        ClassTag$.MODULE$.apply(Spec.class));
-    PrewarmRunner runner = new PrewarmRunner(storeConf, shipped);
-    // Inside foreachBatch this thread carries the batch's description ("... batch = N"),
-    // which the adapter uses to find a batch's jobs: ours get their own, then it is restored.
-    String description = sc.getLocalProperty(JOB_DESCRIPTION);
-    sc.setJobDescription("swivel: " + action + " " + targets.size() + " bin(s)");
-    try {
-      return rdd.toJavaRDD().map(runner).collect();
-    } finally {
-      sc.setLocalProperty(JOB_DESCRIPTION, description);
-    }
+    return PinnedJob.run(sc, "swivel: " + action + " " + targets.size() + " bin(s)",
+        Spec.class, items, new PrewarmRunner(storeConf, shipped));
   }
 
   /** Where a released shadow id points: no executor, on a host of that name. */
