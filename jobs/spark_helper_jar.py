@@ -8,11 +8,20 @@ not -- created without it, or the driver JVM was started by an earlier session o
 process, whose class path is fixed at launch -- the jar is attached as `ADD JAR` does: the
 executors fetch it with their next task (`SparkContext.addJar`), the driver loads it through
 the session's jar class loader. py4j resolves classes through the calling thread's context
-class loader, so every call first points this thread's at that loader.
+class loader, so each Python thread's first call points its py4j thread's at that loader.
+
+A class is named to py4j by its full name (`JavaClass`), never walked to through `jvm.io.
+swivel...`: py4j resolves every step of such a walk with `Class.forName`, and each package
+step ("io", "io.swivel", ...) fails only after looking through every jar on the class path
+(~280 in PySpark's; ~1 ms each). Those look-ups were half the driver's py4j CPU in a
+migration's first batches (docs/migration.md, "The driver's class look-ups"). The checked
+class is kept per SparkContext, and each thread's loader is checked once.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 from swivel.jobs.jvm import jar_path
@@ -24,6 +33,12 @@ class HelperUnavailableError(RuntimeError):
     speaks another API version than the Python side."""
 
 
+# SparkContext -> (class name, API) -> the helper class, loaded and its API checked
+_CHECKED: weakref.WeakKeyDictionary[Any, dict[tuple[str, int], Any]] = weakref.WeakKeyDictionary()
+# per Python thread (one py4j thread each): SparkContext -> the names its loader can see
+_THREAD = threading.local()
+
+
 def helper_class(
     internals: SparkInternals,
     name: str,
@@ -31,31 +46,51 @@ def helper_class(
     error: type[HelperUnavailableError] = HelperUnavailableError,
 ) -> Any:
     """The helper class `name` (a py4j JavaClass), attaching the built jar when needed;
-    raises `error` when it cannot be loaded or its `api()` is not `api`."""
-    jvm = internals._jvm
-    loader = internals.spark._jsparkSession.sharedState().jarClassLoader()
-    if not _loadable(jvm, name):
-        jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
-    if not _loadable(jvm, name):
-        jar = jar_path()
-        if jar is None:
+    raises `error` when it cannot be loaded or its `api()` is not `api`. Once a context's
+    class is checked and this thread's loader sees it: no round trip."""
+    checked = _CHECKED.setdefault(internals.sc, {})
+    if not hasattr(_THREAD, "seen"):
+        _THREAD.seen = weakref.WeakKeyDictionary()
+    seen: set[str] = _THREAD.seen.setdefault(internals.sc, set())
+    if (name, api) in checked and name in seen:
+        return checked[(name, api)]
+    if name not in seen:
+        _ensure_loadable(internals, name, error)
+        seen.add(name)
+    if (name, api) not in checked:
+        helper = internals.java_class(name)
+        found = int(helper.api())
+        if found != api:
             raise error(
-                f"{name} is not on the driver's class path and the jar is not built "
-                "(python -m swivel.jobs.jvm.build; it needs a JDK)"
+                f"{name} API {found}, want {api} (rebuild: python -m swivel.jobs.jvm.build)"
             )
-        url = jvm.java.io.File(str(jar)).toURI().toURL()
-        if str(url.toString()) not in {str(u.toString()) for u in loader.getURLs()}:
-            loader.addURL(url)
-            internals.sc._jsc.sc().addJar(str(jar))
-        if not _loadable(jvm, name):
-            raise error(f"{name} is not loadable after attaching {jar}")
-    helper = jvm
-    for part in name.split("."):
-        helper = getattr(helper, part)
-    found = int(helper.api())
-    if found != api:
-        raise error(f"{name} API {found}, want {api} (rebuild: python -m swivel.jobs.jvm.build)")
-    return helper
+        checked[(name, api)] = helper
+    return checked[(name, api)]
+
+
+def _ensure_loadable(
+    internals: SparkInternals, name: str, error: type[HelperUnavailableError]
+) -> None:
+    """Make `name` loadable from this thread: point its context class loader at the
+    session's jar loader, attaching the built jar there when it is not yet."""
+    loader = internals.spark._jsparkSession.sharedState().jarClassLoader()
+    if _loadable(internals, name):
+        return
+    internals.java_class("java.lang.Thread").currentThread().setContextClassLoader(loader)
+    if _loadable(internals, name):
+        return
+    jar = jar_path()
+    if jar is None:
+        raise error(
+            f"{name} is not on the driver's class path and the jar is not built "
+            "(python -m swivel.jobs.jvm.build; it needs a JDK)"
+        )
+    url = internals.java_class("java.io.File")(str(jar)).toURI().toURL()
+    if str(url.toString()) not in {str(u.toString()) for u in loader.getURLs()}:
+        loader.addURL(url)
+        internals.sc._jsc.sc().addJar(str(jar))
+    if not _loadable(internals, name):
+        raise error(f"{name} is not loadable after attaching {jar}")
 
 
 def jar_on_session(internals: SparkInternals) -> bool:
@@ -69,11 +104,10 @@ def jar_on_session(internals: SparkInternals) -> bool:
     return any(jar.name in str(conf.get(key) or "") for key in keys)
 
 
-def _loadable(jvm: Any, name: str) -> bool:
+def _loadable(internals: SparkInternals, name: str) -> bool:
+    thread = internals.java_class("java.lang.Thread").currentThread()
     try:
-        jvm.java.lang.Class.forName(
-            name, True, jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        )
+        internals.java_class("java.lang.Class").forName(name, True, thread.getContextClassLoader())
     except Exception:
         return False
     return True

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
+
 from swivel.jobs.control.connection import get_json
 
 if TYPE_CHECKING:
@@ -97,8 +99,19 @@ class SparkInternals:
         check_version(spark.version)
         self._jvm = spark._jvm
         self._jsc = self.sc._jsc.sc()
-        self._state = self._jvm.org.apache.spark.sql.execution.streaming.state
-        self._utils = self._jvm.org.apache.spark.api.python.PythonUtils
+        state = "org.apache.spark.sql.execution.streaming.state."
+        self._store_id = self.java_class(state + "StateStoreId")
+        self._provider_id_class = self.java_class(state + "StateStoreProviderId")
+        self._utils = self.java_class("org.apache.spark.api.python.PythonUtils")
+        self._uuid = self.java_class("java.util.UUID")
+        self._path = self.java_class("org.apache.hadoop.fs.Path")
+
+    def java_class(self, name: str) -> Any:
+        """The JVM class `name` (fully qualified) as py4j's JavaClass. Not `jvm.org.apache...`:
+        py4j resolves each step of that walk with `Class.forName`, and every package step
+        fails only after looking through all ~280 jars of the class path (~1 ms each), on
+        every call (docs/migration.md, "The driver's class look-ups")."""
+        return JavaClass(name, self.sc._gateway._gateway_client)
 
     # -- placement ----------------------------------------------------------------------
 
@@ -106,9 +119,9 @@ class SparkInternals:
         return self.spark._jsparkSession.streams().stateStoreCoordinator()
 
     def _provider_id(self, query: Any, root: str, operator: int, partition: int, store: str) -> Any:
-        store_id = self._state.StateStoreId(root, operator, partition, store)
-        run_id = self._jvm.java.util.UUID.fromString(str(query.runId))
-        return self._state.StateStoreProviderId(store_id, run_id)
+        store_id = self._store_id(root, operator, partition, store)
+        run_id = self._uuid.fromString(str(query.runId))
+        return self._provider_id_class(store_id, run_id)
 
     def query_session(self, query: Any) -> Any:
         """The query's own (JVM) session: its SQL conf carries the checkpoint's state-store
@@ -125,7 +138,7 @@ class SparkInternals:
 
     def state_root(self, query: Any) -> str:
         checkpoint = query._jsq.streamingQuery().resolvedCheckpointRoot()
-        return str(self._jvm.org.apache.hadoop.fs.Path(checkpoint, "state").toString())
+        return str(self._path(checkpoint, "state").toString())
 
     def state_stores(self, query: Any) -> list[tuple[int, str]]:
         """(operator id, store name) of every state store in the query's checkpoint.
@@ -168,8 +181,8 @@ class SparkInternals:
         docs/migration.md, "The switch in one JVM call")."""
         root = self.state_root(query)
         coordinator = self._coordinator()
-        run = self._jvm.java.util.UUID.fromString(run_id or str(query.runId))
-        store_id, provider_id = self._state.StateStoreId, self._state.StateStoreProviderId
+        run = self._uuid.fromString(run_id or str(query.runId))
+        store_id, provider_id = self._store_id, self._provider_id_class
         out: dict[int, str | None] = {}
         for partition in partitions:
             provider = provider_id(store_id(root, operator, partition, STORE_DEFAULT), run)
@@ -191,7 +204,7 @@ class SparkInternals:
             self._report_active(provider, host, executor)
 
     def _report_active(self, provider_id: Any, host: str, executor: str) -> None:
-        empty = self._utils.toSeq(self._jvm.java.util.ArrayList())
+        empty = self._utils.toSeq(self.java_class("java.util.ArrayList")())
         self._coordinator().reportActiveInstance(provider_id, host, executor, empty)
 
     # -- prewarmed moves (jobs/spark_prewarm.py: a JVM helper, docs/migration.md) ----------
@@ -269,12 +282,12 @@ class SparkInternals:
 
     def request_total_executors(self, total: int) -> bool:
         """Ask the cluster manager for exactly `total` executors (absolute, not additive)."""
-        hosts = self._utils.toScalaMap(self._jvm.java.util.HashMap())
+        hosts = self._utils.toScalaMap(self.java_class("java.util.HashMap")())
         return bool(self._jsc.requestTotalExecutors(total, 0, hosts))
 
     def kill_executors(self, ids: Iterable[str]) -> bool:
         """Remove executors and lower the target, so they are not replaced."""
-        listed = self._jvm.java.util.ArrayList()
+        listed = self.java_class("java.util.ArrayList")()
         for executor in ids:
             listed.add(str(executor))
         return bool(self._jsc.killExecutors(self._utils.toSeq(listed)))

@@ -46,7 +46,7 @@ from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, j
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 11
+HELPER_API = 12
 # A prewarm reads the answers its loads announced through the block manager (no Spark job:
 # a look-up in the driver's BlockManagerMaster) each time an answer block is put or removed
 # (the helper's AnswerWatch wakes it), and at least every PREWARM_ANSWER_S; it also polls
@@ -118,7 +118,6 @@ class StatePrewarm:
 
     def __init__(self, internals: SparkInternals) -> None:
         self.internals = internals
-        self._jvm = internals._jvm
         self._schemas: dict[tuple[str, int, str], tuple[str, str, bool]] = {}
 
     # -- availability ---------------------------------------------------------------------
@@ -369,7 +368,9 @@ class StatePrewarm:
         return self._schemas[key]
 
     def _has_column_families(self, hadoop_conf: Any, root: str, operator: int) -> bool:
-        path = self._jvm.org.apache.hadoop.fs.Path(f"{root}/{operator}/_stateSchema")
+        path = self.internals.java_class("org.apache.hadoop.fs.Path")(
+            f"{root}/{operator}/_stateSchema"
+        )
         return bool(path.getFileSystem(hadoop_conf).exists(path))
 
     def _run(

@@ -11,7 +11,13 @@ import time
 import pytest
 
 from swivel_tools.bench.process_cpu import descendants, processes
-from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report, thread_kind
+from swivel_tools.bench.thread_cpu import (
+    NAMED,
+    NAMED_KEPT,
+    ThreadCpuRecorder,
+    thread_cpu_report,
+    thread_kind,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,6 +71,22 @@ def test_the_report_sets_the_worst_batch_against_the_steady_median() -> None:
     assert report["worst_batch"]["batch"] == 4
     assert report["worst_batch"]["cpu_ms"]["0"]["gc"] == pytest.approx(300.0)
     assert [entry["batch"] for entry in report["window"]] == [4, 5]
+
+
+def test_the_worst_batch_names_its_busiest_threads_and_the_window_does_not() -> None:
+    """By-name owners (`NAMED`) reach the worst batch and the steady median, cut to the
+    NAMED_KEPT busiest names; the window's batches carry the kinds only."""
+    names = {f"t{i}": float(i) for i in range(NAMED_KEPT + 3)}
+    samples = [
+        (100.0 + t, {"0": {"other_jvm": 1.0 * t}, "0" + NAMED: {n: v * t for n, v in names.items()}})
+        for t in range(4)
+    ]  # fmt: skip
+    report = thread_cpu_report(_recorded(samples), [(1, 1000.0, 101.0)], [(2, 1000.0, 102.0)], 2)
+    named = report["worst_batch"]["cpu_ms"]["0" + NAMED]
+    assert list(named) == [f"t{i}" for i in range(NAMED_KEPT + 2, 2, -1)]  # busiest first
+    assert named[f"t{NAMED_KEPT + 2}"] == pytest.approx((NAMED_KEPT + 2) * 1e3)
+    assert len(report["steady_median"]["0" + NAMED]) == NAMED_KEPT
+    assert set(report["window"][0]["cpu_ms"]) == {"0"}
 
 
 _EXECUTOR = """

@@ -57,7 +57,11 @@ _KINDS = (
 if TYPE_CHECKING:  # not imported at run time: the sampler process imports this module
     from swivel_tools.bench.migration_figures import BatchTime
 
-# owner (an executor's id, "driver", "driver_jvm", "cluster_daemons") -> kind -> CPU s
+# owner (an executor's id, "driver", "driver_jvm", "cluster_daemons") -> kind -> CPU s; an
+# owner + NAMED holds the same JVM's CPU by thread name (digits cut) instead of by kind
+NAMED = "/threads"
+# thread names kept per JVM in the report's worst batch and steady median (the busiest)
+NAMED_KEPT = 12
 Totals = dict[str, dict[str, float]]
 
 
@@ -136,8 +140,11 @@ class Sampler:
                     owner, thread_kind(thread.command), ("t", pid, int(tid)), thread.own
                 )
                 attributed += gained
-                name = (owner, thread.command.rstrip("0123456789#-"))
-                self.by_name[name] = self.by_name.get(name, 0.0) + gained
+                name = thread.command.rstrip("0123456789#-")
+                self.by_name[(owner, name)] = self.by_name.get((owner, name), 0.0) + gained
+                # by name too, so a batch's `other_jvm` can be read thread by thread
+                named = self.totals.setdefault(owner + NAMED, {})
+                named[name] = named.get(name, 0.0) + gained
         jvm = read_stat(f"/proc/{pid}/stat")  # read after its threads: the skew stays small
         if jvm is None:
             return
@@ -309,15 +316,32 @@ def thread_cpu_report(
             kind: statistics.median(e["cpu_ms"].get(owner, {}).get(kind, 0.0) for e in before)
             for kind in sorted(kinds)
         }
+    worst = next((e for e in during if e["batch"] == worst_batch), None)
+    if worst is not None:
+        worst = {**worst, "cpu_ms": _busiest_names(worst["cpu_ms"])}
     return {
         "interval_s": recorder.interval_s,
         "sampler_cpu_ms": round(recorder.sampler_cpu_s * 1e3),
-        "steady_median": median,
+        "steady_median": _busiest_names(median),
         # the busiest thread names over the whole recording: what `other_jvm` holds
         "busiest_threads_ms": {f"{e}/{n}": round(s * 1e3) for e, n, s in recorder.busiest},
-        "worst_batch": next((e for e in during if e["batch"] == worst_batch), None),
-        "window": during,
+        "worst_batch": worst,
+        "window": [{**e, "cpu_ms": _by_kind(e["cpu_ms"])} for e in during],
     }
+
+
+def _by_kind(cpu: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """`cpu` without the by-name owners (a window batch's entry stays small)."""
+    return {owner: kinds for owner, kinds in cpu.items() if not owner.endswith(NAMED)}
+
+
+def _busiest_names(cpu: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """`cpu` with each by-name owner cut to its NAMED_KEPT busiest thread names."""
+    return {
+        owner: dict(sorted(kinds.items(), key=lambda item: -item[1])[:NAMED_KEPT])
+        if owner.endswith(NAMED) else kinds
+        for owner, kinds in cpu.items()
+    }  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.StorageLevel;
 import scala.Option;
 import scala.collection.mutable.HashMap;
+import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
 final class PrewarmLoads {
@@ -122,6 +123,17 @@ final class PrewarmLoads {
   static final ConcurrentHashMap<String, BlockId> ANNOUNCED = new ConcurrentHashMap<>();
 
   /**
+   * The class tag an answer block is put and read with. Not String's: the block manager
+   * picks Kryo for a String block whatever `spark.serializer` says, and the first remote
+   * read of such a block made each executor's block server and the driver create their
+   * first Kryo (hundreds of classes loaded, many looked up through every jar of the class
+   * path) inside the first steps' batches (2026-12-07, docs/migration.md, "The driver's
+   * class look-ups"). Object's tag gets the application's serializer, which the tasks keep
+   * warm.
+   */
+  static final ClassTag<Object> ANSWER_TAG = ClassTag$.MODULE$.apply(Object.class);
+
+  /**
    * The keys whose copy the loader thread is loading now. Changed, and read
    * by a release, under the LOADS lock: a release then either finds the load running (and
    * the load drops its own copy when it ends) or finds it ended (and drops the copy itself).
@@ -139,8 +151,8 @@ final class PrewarmLoads {
       java.util.function.BooleanSupplier current) {
     BlockId block = answerBlock(key, loadId);
     try {
-      SparkEnv.get().blockManager().putSingle(block, answer, StorageLevel.MEMORY_ONLY(), true,
-          ClassTag$.MODULE$.apply(String.class));
+      SparkEnv.get().blockManager().putSingle(block, (Object) answer,
+          StorageLevel.MEMORY_ONLY(), true, ANSWER_TAG);
     } catch (Throwable e) {
       return;  // answered by the poll job instead
     }

@@ -61,14 +61,13 @@ import scala.Option;
 import scala.Tuple2;
 import scala.collection.mutable.HashMap;
 import scala.jdk.javaapi.CollectionConverters;
-import scala.reflect.ClassTag$;
 
 public final class StatePrewarm {
   /**
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 11;
+  public static final int API = 12;
 
   /**
    * A failure switch for tests: a session setting; while it is "true" the switch's top-up
@@ -168,7 +167,7 @@ public final class StatePrewarm {
       try {
         Option<BlockResult> found = blocks.getLocalValues(block);  // local mode: same JVM
         if (found.isEmpty() && blocks.master().contains(block)) {
-          found = blocks.getRemoteValues(block, ClassTag$.MODULE$.apply(String.class));
+          found = blocks.getRemoteValues(block, PrewarmLoads.ANSWER_TAG);
         }
         if (found.isDefined()) {
           scala.collection.Iterator<Object> values = found.get().data();
