@@ -38,12 +38,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, java_list
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
+from swivel.jobs.spark_prewarm_context import (
+    JobContext,
+    StoreSchemas,
+    job_context,
+    settings_refusal,
+)
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
 HELPER_API = 12
@@ -64,53 +69,10 @@ RELEASED_EXECUTOR = "swivel-released"
 # never answer: `no-load` (the target lost it), `superseded` (another load replaced it).
 LOAD_GONE = ("no-load", "superseded")
 
-# How transformWithState(InPandas) opens its store (TransformWithStateInPySparkExec, 4.3):
-# one binary key and value column; each state variable is a column family of the store.
-TWS_KEY_SCHEMA = json.dumps(
-    {
-        "type": "struct",
-        "fields": [{"name": "key", "type": "binary", "nullable": True, "metadata": {}}],
-    }
-)
-TWS_VALUE_SCHEMA = json.dumps(
-    {
-        "type": "struct",
-        "fields": [{"name": "value", "type": "binary", "nullable": True, "metadata": {}}],
-    }
-)
-
-# Settings under which a prewarmed copy cannot be handed over safely (docs/migration.md).
-REFUSING_SETTINGS: dict[str, tuple[Callable[[str], bool], str]] = {
-    "spark.sql.streaming.stateStore.checkpointFormatVersion": (
-        lambda v: v not in ("", "1"),
-        "checkpoint format v2 writes each version's unique id after foreachBatch returns, "
-        "so the version to switch at is not known at the boundary",
-    ),
-    "spark.sql.streaming.stateStore.unloadOnCommit": (
-        lambda v: v.lower() == "true",
-        "unloadOnCommit unloads every store after its commit, prewarmed copies included",
-    ),
-    "spark.sql.streaming.stateStore.encodingFormat": (
-        lambda v: v.lower() == "avro",
-        "Avro state encoding needs the operator's schema broadcast, which a prewarm does not have",
-    ),
-}
-
 
 class PrewarmUnavailableError(HelperUnavailableError):
     """The prewarm helper is not loadable (jar not built or not in `spark.jars`), or it
     speaks another API version."""
-
-
-@dataclass(frozen=True)
-class _JobContext:
-    """What a helper job of one query is started with, resolved once per call."""
-
-    helper: Any  # the StatePrewarm JVM class
-    state: Any  # the query's SessionState: its SQL conf carries the state-store settings
-    hadoop_conf: Any
-    root: str  # the query's state checkpoint root
-    run_id: str
 
 
 class StatePrewarm:
@@ -118,7 +80,7 @@ class StatePrewarm:
 
     def __init__(self, internals: SparkInternals) -> None:
         self.internals = internals
-        self._schemas: dict[tuple[str, int, str], tuple[str, str, bool]] = {}
+        self._schemas = StoreSchemas(internals)
 
     # -- availability ---------------------------------------------------------------------
 
@@ -127,11 +89,7 @@ class StatePrewarm:
 
     def refusal(self, query: Any) -> str | None:
         """Why no bin of `query` may be prewarmed under its session's settings, or None."""
-        for key, (refuses, reason) in REFUSING_SETTINGS.items():
-            value = self.internals.query_setting(query, key)
-            if refuses(value):
-                return f"{key}={value}: {reason}"
-        return None
+        return settings_refusal(self.internals, query)
 
     def available(self) -> bool:
         """Whether the helper can run (attaching the built jar when needed)."""
@@ -342,36 +300,11 @@ class StatePrewarm:
             raise RuntimeError("the query has completed no batch yet: nothing to prewarm")
         return int(progress["batchId"]) + 1
 
-    def _job_context(self, query: Any) -> _JobContext:
-        """What every helper job of `query` is started with (its session's state, a fresh
-        Hadoop conf, the state root and run id)."""
-        state = self.internals.query_session(query).sessionState()
-        return _JobContext(
-            helper=self._helper(),
-            state=state,
-            hadoop_conf=state.newHadoopConf(),
-            root=self.internals.state_root(query),
-            run_id=str(query.runId),
-        )
+    def _job_context(self, query: Any) -> JobContext:
+        return job_context(self.internals, self._helper(), query)
 
-    def _schema(self, job: _JobContext, operator: int, store: str) -> tuple[str, str, bool]:
-        """The store's key and value schema (JSON) and whether it has column families: a
-        transformWithState operator keeps its schemas in `<op>/_stateSchema` (v3) and opens
-        its store with constant binary ones; the others have `<op>/<p>/_metadata/schema`."""
-        key = (job.root, operator, store)
-        if key not in self._schemas:
-            if self._has_column_families(job.hadoop_conf, job.root, operator):
-                self._schemas[key] = (TWS_KEY_SCHEMA, TWS_VALUE_SCHEMA, True)
-            else:
-                found = job.helper.readSchema(job.hadoop_conf, job.root, operator, store)
-                self._schemas[key] = (str(found[0]), str(found[1]), False)
-        return self._schemas[key]
-
-    def _has_column_families(self, hadoop_conf: Any, root: str, operator: int) -> bool:
-        path = self.internals.java_class("org.apache.hadoop.fs.Path")(
-            f"{root}/{operator}/_stateSchema"
-        )
-        return bool(path.getFileSystem(hadoop_conf).exists(path))
+    def _schema(self, job: JobContext, operator: int, store: str) -> tuple[str, str, bool]:
+        return self._schemas.of(job, operator, store)
 
     def _run(
         self,

@@ -9,7 +9,7 @@ from typing import Any
 
 from swivel.controllers.migration import MigrationPlan, Move, Step, Strategy
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MoveOutcome
-from swivel.jobs.spark_internals import TaskRun
+from swivel.jobs.spark_status import TaskRun
 from swivel_tools.bench import migration_anatomy as anatomy
 
 PLAN = MigrationPlan(

@@ -11,13 +11,12 @@ import pytest
 from swivel.jobs.agent.driver_actions import driver_action
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.spark_internals import (
-    ExecutorInfo,
-    TaskRun,
     UnsupportedSparkError,
     check_version,
     executor_in_option,
     executor_of_location,
 )
+from swivel.jobs.spark_status import ExecutorInfo, TaskRun
 
 
 class FakeQuery:
