@@ -20,7 +20,6 @@ class is kept per SparkContext, and each thread's loader is checked once.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
@@ -35,8 +34,10 @@ class HelperUnavailableError(RuntimeError):
 
 # SparkContext -> (class name, API) -> the helper class, loaded and its API checked
 _CHECKED: weakref.WeakKeyDictionary[Any, dict[tuple[str, int], Any]] = weakref.WeakKeyDictionary()
-# per Python thread (one py4j thread each): SparkContext -> the names its loader can see
-_THREAD = threading.local()
+# py4j connection (one Java thread each) -> SparkContext -> the names its loader can see
+_SEEN: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Any, set[str]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def helper_class(
@@ -47,17 +48,20 @@ def helper_class(
 ) -> Any:
     """The helper class `name` (a py4j JavaClass), attaching the built jar when needed;
     raises `error` when it cannot be loaded or its `api()` is not `api`. Once a context's
-    class is checked and this thread's loader sees it: no round trip."""
+    class is checked and this thread's py4j connection sees it: no round trip. py4j
+    replaces a thread's connection (a new Java thread, whose loader is not pointed yet)
+    after an error; without pinned threads (`PYSPARK_PIN_THREAD=false`) a call may take
+    any: then every call checks, as before this cache."""
     checked = _CHECKED.setdefault(internals.sc, {})
-    if not hasattr(_THREAD, "seen"):
-        _THREAD.seen = weakref.WeakKeyDictionary()
-    seen: set[str] = _THREAD.seen.setdefault(internals.sc, set())
-    if (name, api) in checked and name in seen:
+    seen = _seen(internals)
+    if (name, api) in checked and seen is not None and name in seen:
         return checked[(name, api)]
-    if name not in seen:
-        _ensure_loadable(internals, name, error)
+    _ensure_loadable(internals, name, error)
+    seen = _seen(internals)  # the connection the look-ups above went through
+    if seen is not None:
         seen.add(name)
     if (name, api) not in checked:
+        _ship_to_executors(internals)
         helper = internals.java_class(name)
         found = int(helper.api())
         if found != api:
@@ -66,6 +70,28 @@ def helper_class(
             )
         checked[(name, api)] = helper
     return checked[(name, api)]
+
+
+def _seen(internals: SparkInternals) -> set[str] | None:
+    """The names this thread's py4j connection was checked for, in this context; None
+    where py4j does not pin a connection to the thread."""
+    get_connection = getattr(internals.sc._gateway._gateway_client, "get_thread_connection", None)
+    connection = get_connection() if get_connection is not None else None
+    if connection is None:
+        return None
+    return _SEEN.setdefault(connection, weakref.WeakKeyDictionary()).setdefault(internals.sc, set())
+
+
+def _ship_to_executors(internals: SparkInternals) -> None:
+    """Add the built jar to this context's jars, for its executors, unless the session
+    carries it. A driver whose loader already sees the class (an earlier context's jar
+    loader, or its own class path) did not attach it to this context."""
+    jar = jar_path()
+    if jar is None or jar_on_session(internals):
+        return
+    context = internals.sc._jsc.sc()
+    if jar.name not in str(context.listJars().mkString("\n")):
+        context.addJar(str(jar))
 
 
 def _ensure_loadable(

@@ -69,7 +69,6 @@ class SparkInternals(SparkStatus):
         self.spark = spark
         self.sc = spark.sparkContext
         check_version(spark.version)
-        self._jvm = spark._jvm
         self._jsc = self.sc._jsc.sc()
         state = "org.apache.spark.sql.execution.streaming.state."
         self._store_id = self.java_class(state + "StateStoreId")

@@ -10,14 +10,21 @@ from typing import Any
 
 import pytest
 
+from swivel.jobs.jvm import jar_path
 from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class
 from swivel.jobs.spark_internals import SparkInternals
 from swivel.jobs.spark_prewarm import HELPER_API, HELPER_CLASS
-from swivel_tools.bench.py4j_calls import Py4jCalls
+from swivel_tools.bench.py4j_calls import Py4jCalls, thread_key
+
+pytestmark = pytest.mark.skipif(
+    jar_path() is None, reason="the helper jar is not built (python -m swivel.jobs.jvm.build)"
+)
 
 
-def _commands(recorded: Py4jCalls, thread: str) -> list[str]:
-    return [e["command"] for e in recorded.report(top=100)["busiest"] if e["thread"] == thread]
+def _commands(recorded: Py4jCalls, thread: str) -> dict[str, int]:
+    """Command -> how many times `thread` sent it."""
+    busiest = recorded.report(top=1000)["busiest"]
+    return {e["command"]: e["calls"] for e in busiest if e["thread"] == thread}
 
 
 def test_the_helper_class_is_checked_once_per_thread_and_never_walked_to(spark: Any) -> None:
@@ -25,22 +32,34 @@ def test_the_helper_class_is_checked_once_per_thread_and_never_walked_to(spark: 
     first = helper_class(internals, HELPER_CLASS, HELPER_API)
     with Py4jCalls() as again:
         assert helper_class(internals, HELPER_CLASS, HELPER_API) is first
-    me = threading.current_thread().name
+    me = thread_key(threading.current_thread().name)
     assert me not in again.report()["per_thread"], again.report()  # no round trip at all
 
     found: list[Any] = []
+    first_done, second_go, second_done = threading.Event(), threading.Event(), threading.Event()
 
     def other_thread() -> None:  # its own py4j thread: its class loader is checked once
         helper = helper_class(internals, HELPER_CLASS, HELPER_API)
         found.append(int(helper.api()))
+        first_done.set()
+        second_go.wait(60)
+        found.append(helper_class(internals, HELPER_CLASS, HELPER_API) is helper)
+        second_done.set()
 
+    worker = threading.Thread(target=other_thread, name="helper-check")
     with Py4jCalls() as fresh:
-        worker = threading.Thread(target=other_thread, name="helper-check")
         worker.start()
-        worker.join(60)
-    assert found == [HELPER_API]
+        assert first_done.wait(60)
+    with Py4jCalls() as second:  # one recording at a time
+        second_go.set()
+        assert second_done.wait(60)
+    worker.join(60)
+    assert found == [HELPER_API, True]
+    assert "helper-check" not in second.report()["per_thread"], second.report()
     commands = _commands(fresh, "helper-check")
-    assert commands, fresh.report()
+    # the API was checked once per context (by the first call above): here only the
+    # test's own `api()` call
+    assert commands.get("call api") == 1, commands
     # a step of a walk is `reflect <name>`: "io", "io.swivel", ..., "java", "java.lang".
     # (PySpark's own walks may show: its exception hook converts the Java exception of
     # this thread's first, failed, look-up, before its class loader is pointed.)
@@ -63,8 +82,8 @@ def test_the_adapters_placement_calls_walk_to_no_class(spark: Any) -> None:
     with Py4jCalls() as recorded:
         provider = internals._provider_id(_Query(), "file:/tmp/swivel-state", 0, 3, "default")
     assert str(provider.storeId().partitionId()) == "3"
-    me = threading.current_thread().name
-    commands = _commands(recorded, me)
+    commands = _commands(recorded, thread_key(threading.current_thread().name))
+    assert commands, recorded.report()
     assert not [c for c in commands if c.startswith("reflect ")], commands
 
 
