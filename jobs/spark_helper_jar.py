@@ -8,14 +8,14 @@ not -- created without it, or the driver JVM was started by an earlier session o
 process, whose class path is fixed at launch -- the jar is attached as `ADD JAR` does: the
 executors fetch it with their next task (`SparkContext.addJar`), the driver loads it through
 the session's jar class loader. py4j resolves classes through the calling thread's context
-class loader, so each Python thread's first call points its py4j thread's at that loader.
+class loader, so each py4j connection's first call points its Java thread's at that loader.
 
 A class is named to py4j by its full name (`JavaClass`), never walked to through `jvm.io.
 swivel...`: py4j resolves every step of such a walk with `Class.forName`, and each package
 step ("io", "io.swivel", ...) fails only after looking through every jar on the class path
 (~280 in PySpark's; ~1 ms each). Those look-ups were half the driver's py4j CPU in a
 migration's first batches (docs/migration.md, "The driver's class look-ups"). The checked
-class is kept per SparkContext, and each thread's loader is checked once.
+class is kept per SparkContext, and each py4j connection's loader is checked once.
 """
 
 from __future__ import annotations
@@ -99,9 +99,9 @@ def _ensure_loadable(
 ) -> None:
     """Make `name` loadable from this thread: point its context class loader at the
     session's jar loader, attaching the built jar there when it is not yet."""
-    loader = internals.spark._jsparkSession.sharedState().jarClassLoader()
     if _loadable(internals, name):
         return
+    loader = internals.spark._jsparkSession.sharedState().jarClassLoader()
     internals.java_class("java.lang.Thread").currentThread().setContextClassLoader(loader)
     if _loadable(internals, name):
         return

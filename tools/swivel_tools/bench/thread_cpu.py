@@ -89,7 +89,6 @@ class Sampler:
         executors are the worker's children, and both are java children of `driver_pid`."""
         self.daemon_pids, self.driver_pid = daemon_pids, driver_pid
         self.totals: Totals = {}
-        self.by_name: dict[tuple[str, str], float] = {}  # (executor, name) -> CPU s
         self._last: dict[tuple[str, int, int], float] = {}  # running figure per source
         self._executors: dict[int, str | None] = {}
         self._first = True
@@ -140,9 +139,8 @@ class Sampler:
                     owner, thread_kind(thread.command), ("t", pid, int(tid)), thread.own
                 )
                 attributed += gained
-                name = thread.command.rstrip("0123456789#-")
-                self.by_name[(owner, name)] = self.by_name.get((owner, name), 0.0) + gained
                 # by name too, so a batch's `other_jvm` can be read thread by thread
+                name = thread.command.rstrip("0123456789#-")
                 named = self.totals.setdefault(owner + NAMED, {})
                 named[name] = named.get(name, 0.0) + gained
         jvm = read_stat(f"/proc/{pid}/stat")  # read after its threads: the skew stays small
@@ -196,7 +194,13 @@ def main(argv: list[str] | None = None) -> None:
             write_sample()
             stop.wait(args.interval)
         write_sample()  # the last batch may end after the previous sample
-        busiest = sorted(sampler.by_name.items(), key=lambda item: -item[1])[:20]
+        by_name = {
+            (owner.removesuffix(NAMED), name): seconds
+            for owner, names in sampler.totals.items()
+            if owner.endswith(NAMED)
+            for name, seconds in names.items()
+        }
+        busiest = sorted(by_name.items(), key=lambda item: -item[1])[:20]
         own = os.times()
         out.write(json.dumps({
             "sampler_cpu_s": own.user + own.system,
