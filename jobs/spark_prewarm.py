@@ -51,7 +51,7 @@ from swivel.jobs.spark_prewarm_context import (
 )
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 12
+HELPER_API = 13
 # A prewarm reads the answers its loads announced through the block manager (no Spark job:
 # a look-up in the driver's BlockManagerMaster) each time an answer block is put or removed
 # (the helper's AnswerWatch wakes it), and at least every PREWARM_ANSWER_S; it also polls

@@ -491,3 +491,66 @@ def test_a_loaded_copy_follows_the_committed_versions_until_its_switch(
     finally:
         workload.stop()
     assert workload.state_counts() == workload.reference(workload.processed_files())
+
+
+def _oldest_snapshot(store: Path) -> int:
+    """The oldest `<v>.zip` (or `<v>_<id>.zip`) of a RocksDB bin's checkpoint folder; 0: none."""
+    versions = [
+        int(path.name.split(".", 1)[0].split("_", 1)[0])
+        for path in store.glob("*.zip")
+        if path.name.split(".", 1)[0].split("_", 1)[0].isdigit()
+    ]
+    return min(versions, default=0)
+
+
+def test_a_loaded_copy_knows_the_oldest_version_its_bin_keeps(
+    prewarm_spark: Any, tmp_path: Path
+) -> None:
+    """Spark's maintenance lists a RocksDB bin's whole checkpoint folder on each pass until
+    its file manager knows the oldest version kept, which it learns only from a pass that
+    deleted something (`ProviderInternals.setCleanupFloor`). A copy of a bin whose owner has
+    already deleted its old versions would learn nothing and list on every pass. The load
+    tells the copy's file manager the folder's oldest snapshot: the probe reads it there."""
+    session = prewarm_spark.newSession()
+    for key, value in {
+        **ROCKSDB_CONF,
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1",
+        "spark.sql.streaming.minBatchesToRetain": "2",
+        "spark.sql.shuffle.partitions": str(BINS),
+    }.items():
+        session.conf.set(key, value)
+    internals = SparkInternals(session)
+    prewarm = internals.prewarmer()
+    workload = KeyedWorkload(session, tmp_path, bins=BINS, keys=400)
+    workload.write_inputs(8)  # and no more: the query then idles, its folder settles
+    query = workload.start()
+    try:
+        workload.wait_for_batch(7)
+        owned = bins_by_executor(internals.placement(query, BINS))
+        hosts = {e.id: e.host for e in patiently(internals.executors)}
+        owner = max(owned, key=lambda e: len(owned[e]))
+        moved = owned[owner][0]
+        target = next(e for e in hosts if e != owner)
+        store = Path(workload.checkpoint) / "state" / "0" / str(moved)
+        # the owner's maintenance (every second here) deletes the versions beyond the two
+        # kept: wait until the oldest snapshot is past 1 and has stayed put for 3 passes
+        deadline, seen, since = time.monotonic() + 60.0, -1, time.monotonic()
+        while True:
+            oldest = _oldest_snapshot(store)
+            if oldest != seen:
+                seen, since = oldest, time.monotonic()
+            if oldest > 1 and time.monotonic() - since > 3.0:
+                break
+            assert time.monotonic() < deadline, (oldest, sorted(p.name for p in store.iterdir()))
+            time.sleep(0.5)
+        loaded = internals.prewarm(query, [moved], target, hosts[target])
+        assert [r["status"] for r in loaded] == ["loaded"], loaded
+        assert loaded[0]["cleanup_floor"] == oldest, (loaded, oldest)
+        (probed,) = prewarm.probe(query, [moved], target, hosts[target])
+        assert probed["shadow_loaded"] and probed["shadow_cleanup_floor"] == oldest, probed
+        released = prewarm.release(
+            query, [moved], target, hosts[target], load_id=loaded[0]["load_id"]
+        )
+        assert [r["status"] for r in released] == ["released"], released
+    finally:
+        workload.stop()

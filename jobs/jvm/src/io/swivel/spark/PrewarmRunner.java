@@ -129,6 +129,7 @@ final class PrewarmRunner implements Function<Spec, String> {
     StateStoreProvider provider = ProviderInternals.loaded(shadow);
     if (provider != null) {
       PREWARMED.put(spec.key(), new WeakReference<>(provider));
+      out.put("cleanup_floor", ProviderInternals.setCleanupFloor(provider, conf));
       if (ProviderInternals.rocksDbOf(provider) != null
           && !conf.getBoolean(REPLAY_REFUSED_KEY, false)) {
         ChangelogFollower.Followed followed = new ChangelogFollower.Followed(shadow, provider,
@@ -355,6 +356,7 @@ final class PrewarmRunner implements Function<Spec, String> {
         .put("prewarmed_provider", provider != null && provider == prewarmed)
         .put("shadow_loaded", shadow != null)
         .put("shadow_version", ProviderInternals.rocksDbVersion(shadow))
+        .put("shadow_cleanup_floor", ProviderInternals.cleanupFloor(shadow))
         .put("followed", followed == null ? -1 : followed.replayed)
         .put("follow_stopped", followed == null ? "not followed"
             : followed.stopped == null ? "" : followed.stopped)

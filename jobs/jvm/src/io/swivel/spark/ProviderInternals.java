@@ -1,7 +1,8 @@
 /*
  * Swivel: the private members of Spark's state stores that the prewarm reads or sets (the
  * executor's loaded providers, a RocksDB provider's database, the id and run a re-keyed
- * copy reports under), in one place and resolved once per JVM.
+ * copy reports under, the oldest version its file manager knows of), in one place and
+ * resolved once per JVM.
  *
  * Why: the follower (ChangelogFollower) looks up each copy's provider and database every
  * 0.2 s, and each look-up used to resolve its reflective member again. Checked against
@@ -14,9 +15,12 @@ import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.execution.streaming.runtime.StreamExecution$;
 import org.apache.spark.sql.execution.streaming.state.RocksDB;
 import org.apache.spark.sql.execution.streaming.state.RocksDBEventForwarder;
+import org.apache.spark.sql.execution.streaming.state.RocksDBFileManager;
 import org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStore$;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
@@ -31,11 +35,15 @@ final class ProviderInternals {
   private static final class Members {
     static final Method LOADED_PROVIDERS;
     static final Field ROCKSDB;
+    static final Field FILES_ROOT;
+    static final Field FILES_MIN_SEEN;
     static final String MISSING;
 
     static {
       Method loaded = null;
       Field rocksDb = null;
+      Field filesRoot = null;
+      Field filesMinSeen = null;
       String missing = "";
       try {
         loaded = StateStore$.class.getDeclaredMethod("loadedProviders");
@@ -51,8 +59,24 @@ final class ProviderInternals {
         rocksDb = null;
         missing += e;
       }
+      try {
+        filesRoot = RocksDBFileManager.class.getDeclaredField("dfsRootDir");
+        filesRoot.setAccessible(true);
+        filesMinSeen = RocksDBFileManager.class.getDeclaredField("minSeenVersion");
+        filesMinSeen.setAccessible(true);
+        if (filesMinSeen.getType() != long.class || filesRoot.getType() != String.class) {
+          throw new NoSuchFieldException("RocksDBFileManager's dfsRootDir or minSeenVersion "
+              + "has another type than Spark 4.3.0's");
+        }
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        filesRoot = null;
+        filesMinSeen = null;
+        missing += " " + e;
+      }
       LOADED_PROVIDERS = loaded;
       ROCKSDB = rocksDb;
+      FILES_ROOT = filesRoot;
+      FILES_MIN_SEEN = filesMinSeen;
       MISSING = missing.trim();
     }
   }
@@ -154,6 +178,75 @@ final class ProviderInternals {
       return (RocksDB) Members.ROCKSDB.get(provider);
     } catch (ReflectiveOperationException | RuntimeException e) {
       return null;
+    }
+  }
+
+  /**
+   * Tells a loaded copy's file manager the oldest snapshot version its bin's checkpoint holds,
+   * as Spark's own owner of the bin knows it, and answers that version (-1: not RocksDB, no
+   * snapshot yet, or a member missing; nothing is changed then).
+   *
+   * Why: Spark 4.3's maintenance deletes a bin's old versions only when enough have gathered
+   * since the oldest it saw (`minVersionsToDelete`, SPARK-48931, so that a pass does not list
+   * the checkpoint folder). A file manager learns that oldest version only from a pass that
+   * deleted something, and starts from 1. A new copy of a bin whose old versions its previous
+   * owner already deleted finds nothing to delete, learns nothing, and so lists the bin's whole
+   * folder on every maintenance pass until the next deletion is due, up to a snapshot interval
+   * later: in the 2026-12-07 Flight Recorder run, 55 % of the executors' maintenance time in a
+   * prewarmed migration was such listings. With the oldest version set, the copy skips those
+   * passes exactly as the previous owner did. Setting it to the oldest snapshot present is
+   * what Spark's own deletion sets (its `minVersionToRetain` is the oldest snapshot it keeps),
+   * so no version is kept longer than under the previous owner. One listing, on the loader
+   * thread, off the batch path.
+   */
+  static long setCleanupFloor(StateStoreProvider provider, Configuration conf) {
+    RocksDB db = rocksDbOf(provider);
+    if (db == null || Members.FILES_MIN_SEEN == null) {
+      return -1;
+    }
+    try {
+      RocksDBFileManager files = db.fileManager();
+      Path root = new Path((String) Members.FILES_ROOT.get(files));
+      long oldest = -1;
+      for (FileStatus status : root.getFileSystem(conf).listStatus(root)) {
+        long version = snapshotVersion(status.getPath().getName());
+        if (version >= 0 && (oldest < 0 || version < oldest)) {
+          oldest = version;
+        }
+      }
+      if (oldest > 0) {
+        Members.FILES_MIN_SEEN.setLong(files, oldest);
+      }
+      return oldest;
+    } catch (java.io.IOException | ReflectiveOperationException | RuntimeException e) {
+      return -1;
+    }
+  }
+
+  /** The oldest version a RocksDB provider's file manager knows of (-1: none readable). */
+  static long cleanupFloor(StateStoreProvider provider) {
+    RocksDB db = rocksDbOf(provider);
+    if (db == null || Members.FILES_MIN_SEEN == null) {
+      return -1;
+    }
+    try {
+      return Members.FILES_MIN_SEEN.getLong(db.fileManager());
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return -1;
+    }
+  }
+
+  /** `12.zip` or `12_<checkpoint id>.zip` (Spark's two snapshot names): 12; else -1. */
+  static long snapshotVersion(String name) {
+    if (!name.endsWith(".zip")) {
+      return -1;
+    }
+    String stem = name.substring(0, name.length() - ".zip".length());
+    int cut = stem.indexOf('_');
+    try {
+      return Long.parseLong(cut < 0 ? stem : stem.substring(0, cut));
+    } catch (NumberFormatException e) {
+      return -1;
     }
   }
 

@@ -67,7 +67,7 @@ public final class StatePrewarm {
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 12;
+  public static final int API = 13;
 
   /**
    * A failure switch for tests: a session setting; while it is "true" the switch's top-up
