@@ -86,3 +86,23 @@ def test_the_source_log_compaction_interval_reaches_the_session(
     assert migration_conf(seen[-1])[key] == "100000"
     refused = runner.invoke(migration, ["--source-log-compact-interval", "0"])
     assert refused.exit_code == 2 and "--source-log-compact-interval" in refused.output
+
+
+def test_old_versions_are_deleted_in_batches_matched_to_the_snapshot_interval(
+    seen: list[bench.BenchConfig], tmp_path: Path
+) -> None:
+    """Spark's maintenance lists a bin's folder only once `minBatchesToRetain x ratio`
+    versions have gathered; with a raised snapshot interval the bench raises the ratio to
+    two intervals (a listing then finds a snapshot to delete), unless asked for Spark's."""
+    from swivel_tools.bench.migration_settings import migration_conf
+
+    runner = CliRunner()
+    key = "spark.sql.streaming.ratioExtraSpaceAllowedInCheckpoint"
+    assert runner.invoke(migration, ["--plots", str(tmp_path)]).exit_code == 0
+    assert migration_conf(seen[-1])[key] == "0.3"  # Spark's default fits a snapshot every 10
+    raised = ["--snapshot-every", "50", "--plots", str(tmp_path)]
+    assert runner.invoke(migration, raised).exit_code == 0
+    assert migration_conf(seen[-1])[key] == "1"  # 100 versions: two intervals of 50
+    spark = [*raised, "--spark-cleanup-ratio"]
+    assert runner.invoke(migration, spark).exit_code == 0
+    assert migration_conf(seen[-1])[key] == "0.3"

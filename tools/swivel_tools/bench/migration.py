@@ -54,6 +54,7 @@ from swivel_tools.bench.migration_settings import (
     PREWARMED,
     STEADY_RUN_MARGIN,
     BenchConfig,
+    cleanup_ratio,
     migration_conf,
     storage_description,
     strategies_to_run,
@@ -422,7 +423,11 @@ def run_migration_bench(
             ],
             "load_average": loads,
             "counts_match_reference": all(s["counts_match_reference"] for s in sweep),
-            "setup": {**asdict(config), "run_s": round(time.monotonic() - began, 1)},
+            "setup": {
+                **asdict(config),
+                "cleanup_ratio": cleanup_ratio(config),
+                "run_s": round(time.monotonic() - began, 1),
+            },
         }
         report.update(
             goal=figures.bounded_ratio(report["sweep"]),

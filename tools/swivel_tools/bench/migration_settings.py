@@ -44,6 +44,8 @@ class BenchConfig:
     # the file source's log compacts every N batches (Spark's default 10): on throttled://
     # that batch reads the last N log files at 20 ms an open, ~225 ms before its job
     source_log_compact_interval: int = 10
+    # Spark's cleanup batching matched to the snapshot interval (`cleanup_ratio`)
+    cleanup_batched_by_snapshots: bool = True
     prewarmed: bool = True
     chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
     timeout_s: float = 900.0
@@ -59,6 +61,27 @@ class BenchConfig:
     @property
     def per_executor(self) -> int:
         return self.swap or max(1, self.bins // 4)
+
+
+SPARK_MIN_BATCHES_TO_RETAIN = 100  # spark.sql.streaming.minBatchesToRetain's default
+SPARK_CLEANUP_RATIO = 0.3  # spark.sql.streaming.ratioExtraSpaceAllowedInCheckpoint's default
+
+
+def cleanup_ratio(config: BenchConfig) -> float:
+    """Spark's `ratioExtraSpaceAllowedInCheckpoint` for the bench's snapshot interval.
+
+    Spark 4.3's maintenance lists a RocksDB bin's checkpoint folder (to delete old versions)
+    only once `minBatchesToRetain x ratio` versions beyond those kept have gathered since
+    the oldest it knows of, and learns the oldest only from a listing that deleted
+    something. A deletion needs a snapshot past the oldest: up to two snapshot intervals
+    after that threshold. With Spark's defaults (10 and 0.3, 30 versions) a listing always
+    finds one; with `--snapshot-every 50` and 0.3 it finds none for up to 50 versions, and
+    every bin's folder is listed on every maintenance pass (every 2 s here) meanwhile, in
+    every executor, migration or not (docs/migration.md, "Spark's futile cleanup listings").
+    Matched: 2 x the interval, so a listing is due only when a deletion is."""
+    if not config.cleanup_batched_by_snapshots:
+        return SPARK_CLEANUP_RATIO
+    return max(SPARK_CLEANUP_RATIO, 2 * config.snapshot_every / SPARK_MIN_BATCHES_TO_RETAIN)
 
 
 def migration_conf(config: BenchConfig) -> dict[str, str]:
@@ -78,6 +101,7 @@ def migration_conf(config: BenchConfig) -> dict[str, str]:
       (Spark's default 10). On `throttled://` a compacting batch first reads the last ten
       log files, 20 ms an open: its `latestOffset` takes ~225 ms instead of ~5, every tenth
       batch, migration or not (docs/migration.md, "The input's log compaction").
+    - Old versions deleted in batches matched to the snapshot interval (`cleanup_ratio`).
     - `spark.locality.wait` 30 s: the placement is Swivel's; with 3 s an idle executor
       takes a busy one's bins and the strategies would not start alike.
     - The status store keeps 20 000 jobs and stages (Spark keeps 1 000): the worst
@@ -95,6 +119,7 @@ def migration_conf(config: BenchConfig) -> dict[str, str]:
         **_store_conf(config),
         "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(config.snapshot_every),
         "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+        "spark.sql.streaming.ratioExtraSpaceAllowedInCheckpoint": f"{cleanup_ratio(config):g}",
         "spark.sql.streaming.fileSource.log.compactInterval": str(
             config.source_log_compact_interval
         ),

@@ -92,6 +92,16 @@ def _sizes(value: str) -> tuple[int, ...]:
     "throttled storage a compacting batch reads the last N log files first (~225 ms, "
     "migration or not); a value above the run's batches keeps that out of every window.",
 )
+@click.option(
+    "--cleanup-batched-by-snapshots/--spark-cleanup-ratio",
+    default=True,
+    show_default=True,
+    help="Set Spark's ratioExtraSpaceAllowedInCheckpoint so that its maintenance lists a "
+    "bin's checkpoint only once a deletion is due (2 x --snapshot-every versions; Spark's "
+    "0.3 fits its default snapshot interval of 10). --spark-cleanup-ratio keeps 0.3: with "
+    "--snapshot-every 50 every bin's folder is then listed on every maintenance pass for "
+    "stretches of up to 50 versions, migration or not (the figures before 2026-12-07 15:00).",
+)
 @click.option("--prewarmed/--no-prewarmed", default=True, show_default=True)
 @click.option("--chosen-keys", type=int, default=None, help="Size of the top-level figures.")
 @click.option(
@@ -170,6 +180,7 @@ def migration(
     open_latency_ms: float,
     snapshot_every: int,
     source_log_compact_interval: int,
+    cleanup_batched_by_snapshots: bool,
     prewarmed: bool,
     chosen_keys: int | None,
     plots: Path,
@@ -208,6 +219,7 @@ def migration(
         open_latency_ms=open_latency_ms,
         snapshot_every=snapshot_every,
         source_log_compact_interval=source_log_compact_interval,
+        cleanup_batched_by_snapshots=cleanup_batched_by_snapshots,
         prewarmed=prewarmed,
         chosen_keys=chosen_keys,
         timeout_s=timeout_s,
