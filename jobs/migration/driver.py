@@ -58,7 +58,6 @@ from swivel.jobs.migration.metrics import (
     loads_document,
     measure,
 )
-from swivel.jobs.migration.pacing import LateBatchPacing
 from swivel.jobs.migration.state_memory import OperatorRows
 from swivel.jobs.runtime.grouping import CoordinationGroups, timed
 from swivel.jobs.runtime.listening import ProgressListener
@@ -117,7 +116,7 @@ class MigrationDriver:
         self.groups = groups
         self.query = query
         self.agent = agent
-        self.mover = mover or BinMover(spark, bins, pacing=LateBatchPacing())
+        self.mover = mover or BinMover(spark, bins)
         self.actions = MigrationActions(self.mover, self._report)
         self.checkpoint = checkpoint  # with it, loads include state rows/bytes per bin
         self.coordination_interval_s = coordination_interval_s

@@ -55,7 +55,6 @@ from swivel.controllers.migration import MigrationPlan, Strategy, plan_migration
 from swivel.controllers.resuming import StalePlanError, steps_already_done
 from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
-from swivel.jobs.migration.pacing import LateBatchPacing
 from swivel.jobs.migration.prewarming import PREWARM_AHEAD, PrewarmedSteps
 from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
@@ -80,7 +79,6 @@ class BinMover:
         verify_async: bool = True,
         prewarm_timeout_s: float = 120.0,
         prewarm_ahead: int = PREWARM_AHEAD,
-        pacing: LateBatchPacing | None = None,
     ) -> None:
         self.spark = spark
         self.bins = bins
@@ -90,7 +88,6 @@ class BinMover:
         self.on_progress = on_progress
         self.verify_timeout_s = verify_timeout_s
         self.verify_async = verify_async
-        self.pacing = pacing  # None: a ready step switches at the next boundary, late or not
         self._prewarmed = PrewarmedSteps(
             self.internals, self.stores, prewarm_timeout_s, ahead=prewarm_ahead
         )
@@ -221,7 +218,6 @@ class BinMover:
     def boundary(self, batch_id: int) -> None:
         """Batch `batch_id`'s stateful tasks are done and the next batch's not started."""
         began = time.perf_counter()
-        elapsed = self.pacing.elapsed(began) if self.pacing else None
         with self._lock:
             locked, applied = time.perf_counter(), False
             self.last_boundary = batch_id
@@ -238,31 +234,21 @@ class BinMover:
                 if not self._begin(active, batch_id):
                     self._active = None
                     self._report(active)
-                    self._paced(elapsed)
                     return
             if active is None:
-                self._paced(elapsed)
                 return
             self._settle(active, at_boundary=True)
             if active.step < active.plan.step_count and self._prewarmed.ready(
                 active, self.query, self._hosts
             ):
-                if self.pacing is not None and self.pacing.should_wait(elapsed):
-                    active.late_waits.append(batch_id)
-                else:
-                    self._apply_step(active, batch_id)
-                    applied = True
+                self._apply_step(active, batch_id)
+                applied = True
             elif self._all_settled(active):
                 self._finish(active, batch_id)
             self._report(active)
             if applied:  # part of this batch's duration; the next batch starts after it
                 active.boundary_ms.append(round((time.perf_counter() - began) * 1e3, 1))
                 active.boundary_lock_ms.append(round((locked - began) * 1e3, 1))
-            self._paced(elapsed)
-
-    def _paced(self, elapsed: float | None) -> None:
-        if self.pacing is not None:
-            self.pacing.ended(time.perf_counter(), elapsed)
 
     def _begin(self, migration: Migration, batch_id: int) -> bool:
         """Start the plan where the placement says it stands; False: refused (stale)."""

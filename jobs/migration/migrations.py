@@ -90,8 +90,6 @@ class Migration:
     boundary_ms: list[float] = field(default_factory=list)
     # of which waiting for the mover's lock (held by the verifier between batches)
     boundary_lock_ms: list[float] = field(default_factory=list)
-    # boundaries at which a ready step waited because their batch was late (pacing.py)
-    late_waits: list[int] = field(default_factory=list)
 
     @property
     def moved(self) -> int:
@@ -130,7 +128,6 @@ class Migration:
             "handOver": self.hand_over(),
             "binsPrewarmed": len(self.prewarmed),
             "prewarmFallback": self.prewarm_fallback or None,
-            "lateWaits": list(self.late_waits),
             "plan": self.plan.to_dict(),
             "metaTopology": self.meta_topology.to_dict() if self.meta_topology else None,
         }

@@ -10,7 +10,6 @@ import pytest
 
 from swivel.jobs.agent.driver_actions import driver_action
 from swivel.jobs.migration.executor import BinMover
-from swivel.jobs.migration.pacing import LateBatchPacing
 from swivel.jobs.spark_internals import (
     UnsupportedSparkError,
     check_version,
@@ -130,39 +129,6 @@ def test_fluid_plan_one_move_per_boundary_all_verified() -> None:
         0 <= lock <= total
         for lock, total in zip(migration.boundary_lock_ms, migration.boundary_ms, strict=True)
     )
-
-
-class ScriptedLateness(LateBatchPacing):
-    """Pacing whose batches are late as scripted, one answer per boundary with a step."""
-
-    def __init__(self, late: list[bool]) -> None:
-        super().__init__(max_waits=2)
-        self.script = list(late)
-
-    def late(self, elapsed: float | None) -> bool:
-        return self.script.pop(0) if self.script else False
-
-
-def test_a_ready_step_lets_a_late_batchs_boundary_pass() -> None:
-    fake = FakeInternals(8)
-    mover = BinMover(
-        None,  # type: ignore[arg-type]
-        8,
-        internals=fake,  # type: ignore[arg-type]
-        verify_async=False,
-        pacing=ScriptedLateness([True, False, True, True, True]),
-    )
-    mover.attach(FakeQuery())
-    mover.boundary(0)
-    target = {**fake.coordinator, 0: "1", 2: "1"}
-    migration = mover.migrate(target, "fluid")
-    drive(fake, mover, 0, 8)
-    assert migration.phase == "Completed", migration.to_dict()
-    # batch 1 late: its boundary passes, step 1 at 2; then 3 and 4 late: step 2 waits
-    # twice, and switches at 5 although 5 is late too (at most 2 waits in a row)
-    assert migration.step_batches == [2, 5]
-    assert migration.late_waits == [1, 3, 4]
-    assert migration.to_dict()["lateWaits"] == [1, 3, 4]
 
 
 def test_migrating_from_submit_until_the_migration_is_done() -> None:

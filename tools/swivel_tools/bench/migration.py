@@ -38,7 +38,6 @@ from swivel.jobs import jvm
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
-from swivel.jobs.migration.pacing import LateBatchPacing
 from swivel.jobs.migration.state_memory import bin_state, read_state_rows
 from swivel_tools.bench import migration_figures as figures
 from swivel_tools.bench.migration_anatomy import (
@@ -103,12 +102,7 @@ class SizeRun:
             random_payload=True,
             checkpoint_uri=figures.checkpoint_uri(config.storage, root / "checkpoint"),
         )
-        self.mover = BinMover(
-            spark,
-            config.bins,
-            prewarm_ahead=config.prewarm_ahead,
-            pacing=LateBatchPacing() if config.pace_late_batches else None,
-        )
+        self.mover = BinMover(spark, config.bins, prewarm_ahead=config.prewarm_ahead)
         self.timelines: dict[str, list[figures.BatchTime]] = {}
         self._spans: dict[str, tuple[int, int]] = {}
         self.windows: dict[str, tuple[int, int]] = {}
@@ -297,7 +291,6 @@ class SizeRun:
         # per step, what its boundary added to the switching batch (the switch's own latency)
         extra["boundary_ms"] = migration.boundary_ms
         extra["boundary_lock_ms"] = migration.boundary_lock_ms
-        extra["late_waits"] = migration.late_waits  # boundaries a ready step let pass (pacing)
         if prewarm:
             extra |= {
                 "bins_prewarmed": len(migration.prewarmed),

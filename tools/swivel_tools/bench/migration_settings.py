@@ -47,8 +47,6 @@ class BenchConfig:
     # Spark's cleanup batching matched to the snapshot interval (`cleanup_ratio`)
     cleanup_batched_by_snapshots: bool = True
     prewarmed: bool = True
-    # the product's pacing: a ready step lets a late batch's boundary pass (pacing.py)
-    pace_late_batches: bool = True
     chosen_keys: int | None = None  # the size of the top-level `strategies` (default: largest)
     timeout_s: float = 900.0
     settle_s: float = 5.0  # after a migration: maintenance rounds (every 2 s) unload moved bins

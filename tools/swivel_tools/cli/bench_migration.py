@@ -102,15 +102,6 @@ def _sizes(value: str) -> tuple[int, ...]:
     "--snapshot-every 50 every bin's folder is then listed on every maintenance pass for "
     "stretches of up to 50 versions, migration or not (the figures before 2026-12-07 15:00).",
 )
-@click.option(
-    "--pace-late-batches/--no-pace-late-batches",
-    default=True,
-    show_default=True,
-    help="The product's pacing (jobs/migration/pacing.py): a ready step does not switch at "
-    "the boundary of a batch already 25 %% over the recent median (at most 2 in a row). "
-    "--no-pace-late-batches: every step at its first ready boundary (runs before "
-    "2026-12-07 15:20).",
-)
 @click.option("--prewarmed/--no-prewarmed", default=True, show_default=True)
 @click.option("--chosen-keys", type=int, default=None, help="Size of the top-level figures.")
 @click.option(
@@ -190,7 +181,6 @@ def migration(
     snapshot_every: int,
     source_log_compact_interval: int,
     cleanup_batched_by_snapshots: bool,
-    pace_late_batches: bool,
     prewarmed: bool,
     chosen_keys: int | None,
     plots: Path,
@@ -230,7 +220,6 @@ def migration(
         snapshot_every=snapshot_every,
         source_log_compact_interval=source_log_compact_interval,
         cleanup_batched_by_snapshots=cleanup_batched_by_snapshots,
-        pace_late_batches=pace_late_batches,
         prewarmed=prewarmed,
         chosen_keys=chosen_keys,
         timeout_s=timeout_s,
