@@ -74,6 +74,19 @@ def prewarm_spark(cluster: LocalCluster) -> Iterator[Any]:
         session.stop()
 
 
+def _rocksdb_session(spark: Any, settings: dict[str, str]) -> Any:
+    """A new session of the module's: RocksDB with changelogs, a shuffle partition per bin,
+    and `settings`."""
+    session = spark.newSession()
+    for key, value in {
+        **ROCKSDB_CONF,
+        "spark.sql.shuffle.partitions": str(BINS),
+        **settings,
+    }.items():
+        session.conf.set(key, value)
+    return session
+
+
 def test_prewarmed_bin_switches_without_reload(
     prewarm_spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,14 +304,13 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
     control bin re-pointed plainly at the same boundary reloads from the checkpoint. The
     switch tops the copy up in place; with the helper's failure switch set it falls back to
     Spark's reopening load, and both hand over the same state."""
-    session = prewarm_spark.newSession()
-    for key, value in {
-        **ROCKSDB_CONF,
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
-        "spark.sql.shuffle.partitions": str(BINS),
-        "swivel.prewarm.test.refuseReplay": str(not in_place).lower(),
-    }.items():
-        session.conf.set(key, value)
+    session = _rocksdb_session(
+        prewarm_spark,
+        {
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
+            "swivel.prewarm.test.refuseReplay": str(not in_place).lower(),
+        },
+    )
     internals = SparkInternals(session)
     mover = BinMover(session, BINS, internals=internals)
     # a pandas call per key and batch: few keys and rows keep its batches short
@@ -407,13 +419,9 @@ def test_a_loaded_copy_follows_the_committed_versions_until_its_switch(
     not its commit, and the copy stays a version short of it, however long the boundary
     lasts. The switch then replays that one version; the copy serves the bin's first batch
     on the target, and the state equals the reference."""
-    session = prewarm_spark.newSession()
-    for key, value in {
-        **ROCKSDB_CONF,
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "100",
-        "spark.sql.shuffle.partitions": str(BINS),
-    }.items():
-        session.conf.set(key, value)
+    session = _rocksdb_session(
+        prewarm_spark, {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "100"}
+    )
     internals = SparkInternals(session)
     prewarm = internals.prewarmer()
     boundary = Boundary()
@@ -511,14 +519,13 @@ def test_a_loaded_copy_knows_the_oldest_version_its_bin_keeps(
     deleted something (`ProviderInternals.setCleanupFloor`). A copy of a bin whose owner has
     already deleted its old versions would learn nothing and list on every pass. The load
     tells the copy's file manager the folder's oldest snapshot: the probe reads it there."""
-    session = prewarm_spark.newSession()
-    for key, value in {
-        **ROCKSDB_CONF,
-        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1",
-        "spark.sql.streaming.minBatchesToRetain": "2",
-        "spark.sql.shuffle.partitions": str(BINS),
-    }.items():
-        session.conf.set(key, value)
+    session = _rocksdb_session(
+        prewarm_spark,
+        {
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1",
+            "spark.sql.streaming.minBatchesToRetain": "2",
+        },
+    )
     internals = SparkInternals(session)
     prewarm = internals.prewarmer()
     workload = KeyedWorkload(session, tmp_path, bins=BINS, keys=400)
