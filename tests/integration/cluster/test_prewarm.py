@@ -503,12 +503,8 @@ def test_a_loaded_copy_follows_the_committed_versions_until_its_switch(
 
 def _oldest_snapshot(store: Path) -> int:
     """The oldest `<v>.zip` (or `<v>_<id>.zip`) of a RocksDB bin's checkpoint folder; 0: none."""
-    versions = [
-        int(path.name.split(".", 1)[0].split("_", 1)[0])
-        for path in store.glob("*.zip")
-        if path.name.split(".", 1)[0].split("_", 1)[0].isdigit()
-    ]
-    return min(versions, default=0)
+    stems = (path.name.split(".", 1)[0].split("_", 1)[0] for path in store.glob("*.zip"))
+    return min((int(stem) for stem in stems if stem.isdigit()), default=0)
 
 
 def test_a_loaded_copy_knows_the_oldest_version_its_bin_keeps(

@@ -100,7 +100,7 @@ def _sizes(value: str) -> tuple[int, ...]:
     "bin's checkpoint only once a deletion is due (2 x --snapshot-every versions; Spark's "
     "0.3 fits its default snapshot interval of 10). --spark-cleanup-ratio keeps 0.3: with "
     "--snapshot-every 50 every bin's folder is then listed on every maintenance pass for "
-    "stretches of up to 50 versions, migration or not (the figures before 2026-12-07 15:00).",
+    "stretches of up to 50 versions, migration or not (the figures before 2026-12-07 14:24).",
 )
 @click.option("--prewarmed/--no-prewarmed", default=True, show_default=True)
 @click.option("--chosen-keys", type=int, default=None, help="Size of the top-level figures.")

@@ -192,8 +192,8 @@ final class ProviderInternals {
    * deleted something, and starts from 1. A new copy of a bin whose old versions its previous
    * owner already deleted finds nothing to delete, learns nothing, and so lists the bin's whole
    * folder on every maintenance pass until the next deletion is due, up to a snapshot interval
-   * later: in the 2026-12-07 Flight Recorder run, 55 % of the executors' maintenance time in a
-   * prewarmed migration was such listings. With the oldest version set, the copy skips those
+   * later (docs/migration.md, "Spark's futile cleanup listings": there most listings were the
+   * unmoved bins' own, a separate cause). With the oldest version set, the copy skips those
    * passes exactly as the previous owner did. Setting it to the oldest snapshot present is
    * what Spark's own deletion sets (its `minVersionToRetain` is the oldest snapshot it keeps),
    * so no version is kept longer than under the previous owner. One listing, on the loader
