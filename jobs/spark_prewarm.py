@@ -51,15 +51,20 @@ from swivel.jobs.spark_prewarm_context import (
 )
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
-HELPER_API = 13
-# A prewarm reads the answers its loads announced through the block manager (no Spark job:
-# a look-up in the driver's BlockManagerMaster) each time an answer block is put or removed
-# (the helper's AnswerWatch wakes it), and at least every PREWARM_ANSWER_S; it also polls
+HELPER_API = 14
+# A prewarm reads the answers its loads sent over Spark's RPC (HelperRpc.ANSWER) each time
+# one comes or an answer block is put or removed (the helper's AnswerWatch wakes it), and at
+# least every PREWARM_ANSWER_S. The answer blocks (no Spark job: a look-up in the driver's
+# BlockManagerMaster and a fetch) are read on every wake only for a target without a helper
+# endpoint, and otherwise every PREWARM_FETCH_S, for an answer whose message was lost: a
+# driver fetching blocks runs code it never runs otherwise, first inside a migration's
+# batches (docs/migration.md, "Answers over RPC"). It also polls
 # with a Spark job every PREWARM_POLL_S (one short task per bin, which waits for a slot
 # beside the batch: only for an answer whose announcement failed), and waits for the loads
 # at most PREWARM_TIMEOUT_S. A target whose block manager has been unregistered for
 # PREWARM_LOST_S is lost.
 PREWARM_ANSWER_S = 1.0
+PREWARM_FETCH_S = 5.0
 PREWARM_POLL_S = 30.0
 PREWARM_TIMEOUT_S = 180.0
 PREWARM_LOST_S = 5.0
@@ -143,7 +148,7 @@ class StatePrewarm:
         if timeout_s is None:
             timeout_s = PREWARM_TIMEOUT_S
         deadline = time.monotonic() + timeout_s
-        last_poll = time.monotonic()
+        last_poll = last_fetch = time.monotonic()
         gone_since: float | None = None  # when a read first found `target` unregistered
         root, run_id = self.internals.state_root(query), str(query.runId)
         while waiting:
@@ -153,6 +158,10 @@ class StatePrewarm:
             found: list[dict[str, Any]] = []
             if helper.registered(target):
                 gone_since = None
+                fetch = not helper.answersOverRpc(target) or (
+                    time.monotonic() - last_fetch >= PREWARM_FETCH_S
+                )
+                last_fetch = time.monotonic() if fetch else last_fetch
                 found = _announced(
                     helper,
                     root=root,
@@ -160,6 +169,7 @@ class StatePrewarm:
                     bins=sorted(waiting),
                     stores=stores,
                     load_id=load_id,
+                    fetch_blocks=fetch,
                 )
             else:  # no fetch from a block manager that left: it could hang on its address
                 gone_since = gone_since or time.monotonic()
@@ -399,11 +409,13 @@ def _announced(
     bins: Sequence[int],
     stores: Sequence[tuple[int, str]],
     load_id: str,
+    fetch_blocks: bool,
 ) -> list[dict[str, Any]]:
-    """The answers load `load_id` announced so far for `bins` (no Spark job)."""
+    """The answers load `load_id` announced so far for `bins` (no Spark job): those sent
+    over RPC, and with `fetch_blocks` those only in an answer block."""
     found: list[dict[str, Any]] = []
     for operator, store in stores:
-        answers = helper.announced(root, operator, store, run_id, load_id, list(bins))
+        answers = helper.announced(root, operator, store, run_id, load_id, list(bins), fetch_blocks)
         found.extend(json.loads(str(a)) for a in java_list(answers))
     return found
 

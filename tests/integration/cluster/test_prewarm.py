@@ -111,15 +111,18 @@ def test_prewarmed_bin_switches_without_reload(
         store = Path(workload.checkpoint) / "state" / "0" / str(moved)
 
         # 1. Load the bin on the target while the owner serves it (off the batch path). No
-        #    poll job may answer: the load's answer arrives through the block manager.
+        #    poll job may answer, nor a read of its answer block: the load's job registered
+        #    the target's endpoint, and the answer arrives over RPC.
         broadcasts = prewarm._helper().confBroadcasts  # the helper jobs' Hadoop-conf broadcasts
         before = broadcasts()
         updates_before = prewarm._helper().answerUpdates(internals.sc._jsc.sc())
         with monkeypatch.context() as patched:
             patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
+            patched.setattr(spark_prewarm, "PREWARM_FETCH_S", 1e9)
             loaded = internals.prewarm(query, [moved], target, hosts[target])
         assert [r["status"] for r in loaded] == ["loaded"], [r.get("error") for r in loaded]
-        # the driver's AnswerWatch saw the answer block put (it wakes the wait)
+        assert loaded[0].get("answered") == "rpc", loaded  # no block fetched by the driver
+        # the driver's AnswerWatch saw the answer (it wakes the wait)
         assert prewarm._helper().answerUpdates(internals.sc._jsc.sc()) > updates_before
         assert loaded[0]["loader"] == "nice 10", loaded  # the batch's tasks win the core
         prewarm_version = int(loaded[0]["version"])
@@ -212,6 +215,24 @@ def test_prewarmed_bin_switches_without_reload(
         assert refused["shadow_loaded"] and "via" not in refused, refused
         assert target in list(helper.rpcExecutors(internals.sc._jsc.sc()))
 
+        # 1e. A load whose answer message is lost (the loads' failure switch: none is sent)
+        #     is answered by its block, read at the next fetch tick.
+        session.conf().set("swivel.prewarm.test.dropRpcAnswers", "true")
+        try:
+            with monkeypatch.context() as patched:
+                patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
+                patched.setattr(spark_prewarm, "PREWARM_FETCH_S", 0.5)
+                by_block = internals.prewarm(query, [control], target, hosts[target])
+        finally:
+            session.conf().unset("swivel.prewarm.test.dropRpcAnswers")
+        assert [(r["status"], r.get("answered")) for r in by_block] == [("loaded", "block")], (
+            by_block
+        )
+        released = prewarm.release(
+            query, [control], target, hosts[target], load_id=by_block[0]["load_id"]
+        )
+        assert [r["status"] for r in released] == ["released"], released
+
         # 2. The owner keeps serving it; the copy on the target survives the target's own
         #    state-store tasks and maintenance (every 1 s); the coordinator did not move.
         after = workload.batches_done() + 2
@@ -289,6 +310,8 @@ def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark:
         "swivel-register", "no-such-executor", True
     )
     assert "not named swivel-prewarm-calls" in refusal("swivel-register", live, True)
+    # a load's answer (HelperRpc.ANSWER) of the wrong shape is refused too
+    assert "not a swivel-answer" in refusal("swivel-answer", live, True)
     assert list(helper.rpcExecutors(sc)) == before  # nothing registered, nothing dropped
 
 

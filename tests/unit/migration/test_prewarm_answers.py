@@ -1,6 +1,7 @@
-"""How a prewarm waits for its loads (`StatePrewarm.prewarm`): the answers come through the
-block manager with no Spark job, a poll job runs only as a fallback and takes only this
-load's answers, and a target whose block manager left ends the wait. The JVM side is a fake
+"""How a prewarm waits for its loads (`StatePrewarm.prewarm`): the answers come over Spark's
+RPC or through the block manager with no Spark job (the blocks fetched at every wake only
+from a target without a helper endpoint), a poll job runs only as a fallback and takes only
+this load's answers, and a target whose block manager left ends the wait. The JVM side is a fake
 with switches (the real one runs in tests/integration/cluster/test_prewarm.py)."""
 
 from __future__ import annotations
@@ -74,10 +75,22 @@ class FakeHelper:
         self.owner.registered_reads += 1
         return self.owner.target_registered
 
+    def answersOverRpc(self, executor: str) -> bool:  # the JVM method, called through py4j
+        return self.owner.endpoint
+
     def announced(  # noqa: PLR0917 (the JVM method's signature, called through py4j)
-        self, root: str, operator: int, store: str, run_id: str, load_id: str, bins: list[int]
+        self,
+        root: str,
+        operator: int,
+        store: str,
+        run_id: str,
+        load_id: str,
+        bins: list[int],
+        fetch_blocks: bool,
     ) -> JavaList:
-        return JavaList(json.dumps(a) for a in self.owner.announced(bins, load_id))
+        sent = self.owner.sent.pop(load_id, [])
+        fetched = self.owner.announced(bins, load_id) if fetch_blocks else []
+        return JavaList(json.dumps(a) for a in sent + fetched)
 
     def releaseShadows(  # the JVM method, called through py4j
         self, coordinator: str, bins: list[str], stores: list[str], root: str, run_id: str
@@ -96,6 +109,9 @@ class ScriptedPrewarm(StatePrewarm):
         self.load_ids: list[str] = []
         self.announce_after: int | None = 2
         self.blocks: dict[str, list[dict[str, Any]]] = {}  # load id -> its announced answers
+        self.sent: dict[str, list[dict[str, Any]]] = {}  # load id -> answers sent over RPC
+        self.endpoint = False  # whether the target has a helper endpoint (sends answers)
+        self.fetch_times: list[float] = []  # when the answer blocks were read
         self.announced_reads = 0
         self.registered_reads = 0
         self.target_registered = True
@@ -116,6 +132,7 @@ class ScriptedPrewarm(StatePrewarm):
 
     def announced(self, bins: Sequence[int], load_id: str) -> list[dict[str, Any]]:
         self.announced_reads += 1
+        self.fetch_times.append(time.monotonic())
         if self.announce_after is not None and self.announced_reads >= self.announce_after:
             self.blocks.setdefault(load_id, [answer(b, "loaded", load_id) for b in bins])
         return list(self.blocks.get(load_id, []))  # only this load's blocks
@@ -279,3 +296,45 @@ def test_a_release_that_keeps_every_shadow_calls_no_helper() -> None:
     prewarm.poll_answers = [answer(7, "superseded", "old")]
     prewarm.release(FakeQuery(), [7], "1", "h", load_id="old")
     assert prewarm.released_shadows == []
+
+
+def test_an_answer_sent_over_rpc_ends_the_wait_without_reading_a_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A target with a helper endpoint sends its loads' answers to the driver: the wait takes
+    them as they come and fetches no answer block (a driver's first block fetch would run
+    inside a migration's batches)."""
+    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 30.0)
+    prewarm = ScriptedPrewarm()
+    prewarm.endpoint = True
+    prewarm.announce_after = None  # no block either way: only the message answers
+
+    def send() -> None:
+        load_id = prewarm.load_ids[0]
+        prewarm.sent[load_id] = [answer(7, "loaded", load_id)]
+        prewarm.updates += 1  # the registry wakes the waits (AnswerWatch.answered)
+
+    began = time.monotonic()
+    threading.Timer(0.2, send).start()
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3)
+    assert [r["status"] for r in results] == ["loaded"]
+    assert 0.15 <= time.monotonic() - began < 5.0  # woken by the message, not the 30 s
+    assert prewarm.announced_reads == 0  # no block read
+    assert prewarm.jobs == ["load"]
+
+
+def test_an_answer_whose_message_was_lost_is_read_from_its_block_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The message lost (or never sent), the answer block still ends the wait: read every
+    PREWARM_FETCH_S, not at every wake, while the target has an endpoint."""
+    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 0.01)
+    monkeypatch.setattr(spark_prewarm, "PREWARM_FETCH_S", 0.3)
+    prewarm = ScriptedPrewarm()
+    prewarm.endpoint = True
+    prewarm.announce_after = 1  # the block is there from the first read on
+    began = time.monotonic()
+    results = prewarm.prewarm(FakeQuery(), [7], "1", "h", version=3)
+    assert [r["status"] for r in results] == ["loaded"]
+    assert prewarm.fetch_times and prewarm.fetch_times[0] - began >= 0.3
+    assert prewarm.announced_reads == 1  # one read, at the first fetch tick

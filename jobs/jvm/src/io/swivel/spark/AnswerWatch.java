@@ -12,6 +12,8 @@
  * BlockManagerMasterEndpoint.receiveAndReply's handleResult), so the waits sleep until
  * such an event names an answer block, and only then read.
  *
+ * An answer sent over RPC (HelperRpc.ANSWER) wakes them too, and its block is then not read.
+ *
  * A missed event costs time only: the caller's wait ends after its timeout anyway and
  * reads again (the listener bus may drop events when its queue is full).
  */
@@ -28,7 +30,7 @@ final class AnswerWatch extends SparkListener {
   // weak: a stopped context is not kept for the next one's sake
   private static WeakReference<SparkContext> installedOn = new WeakReference<>(null);
 
-  private long updates;  // answer blocks put or removed since the listener was added
+  private long updates;  // answer blocks put or removed, and answers sent, since it was added
 
   /** The watch of `sc`'s answer blocks, added as a listener on first use. */
   static synchronized AnswerWatch of(SparkContext sc) {
@@ -40,13 +42,26 @@ final class AnswerWatch extends SparkListener {
     return installed;
   }
 
+  /** An answer came over RPC (HelperRpc.ANSWER): wakes the waits as a block update does. */
+  static void answered() {
+    AnswerWatch watch;
+    synchronized (AnswerWatch.class) {
+      watch = installed;
+    }
+    if (watch != null) {
+      watch.bump();
+    }
+  }
+
+  private synchronized void bump() {
+    updates++;
+    notifyAll();
+  }
+
   @Override
   public void onBlockUpdated(SparkListenerBlockUpdated event) {
     if (event.blockUpdatedInfo().blockId().name().contains(StatePrewarm.ANSWER_BLOCK_PREFIX)) {
-      synchronized (this) {
-        updates++;
-        notifyAll();
-      }
+      bump();
     }
   }
 

@@ -50,6 +50,13 @@ final class HelperEndpoint {
    */
   static final String FAIL_KEY = "swivel.prewarm.test.failRpc";
 
+  /**
+   * A failure switch for tests: a session setting; while it is "true" a finished load does
+   * not send its answer to the driver over RPC (as when the message is lost), so the driver
+   * reads it from the answer block (unset, the default: it sends it).
+   */
+  static final String DROP_ANSWERS_KEY = "swivel.prewarm.test.dropRpcAnswers";
+
   /** The only providers a call may name: Spark's own (a call instantiates its class). */
   private static final Set<String> PROVIDERS = Set.of(
       HDFSBackedStateStoreProvider.class.getName(), RocksDBStateStoreProvider.class.getName());
@@ -79,6 +86,9 @@ final class HelperEndpoint {
 
   /** How the last registration went. */
   static volatile String state = "not set up";
+
+  /** The driver's registry this JVM's endpoint registered with (null: not registered). */
+  private static volatile RpcEndpointRef registry;
 
   /**
    * Runs the calls' bins, several at once (an executor's bins switch in parallel, as the
@@ -122,12 +132,36 @@ final class HelperEndpoint {
       return;
     }
     try {
-      RpcEndpointRef registry = RpcUtils.makeDriverRef(HelperRpc.REGISTRY, env.conf(), rpc);
-      registry.askSync(new ArrayList<>(List.of(HelperRpc.REGISTER, env.executorId(), self)),
+      RpcEndpointRef driver = RpcUtils.makeDriverRef(HelperRpc.REGISTRY, env.conf(), rpc);
+      driver.askSync(new ArrayList<>(List.of(HelperRpc.REGISTER, env.executorId(), self)),
           ClassTag$.MODULE$.apply(Object.class));
+      registry = driver;
       state = "registered";
     } catch (Throwable e) {
+      registry = null;
       state = "not registered: " + StatePrewarm.describe(e);
+    }
+  }
+
+  /**
+   * Sends a finished load's answer (`block` names it, as StatePrewarm.answerBlock does) to
+   * the driver's registry, without waiting for the reply: the driver then reads it without
+   * fetching the block, which a driver never does otherwise in a streaming query (a block
+   * client, its event loop and message types first used inside a migration's batches,
+   * docs/migration.md "Answers over RPC"). Not registered, or the send failed: the driver
+   * reads the block.
+   */
+  static void sendAnswer(String block, String answer) {
+    RpcEndpointRef to = registry;
+    SparkEnv env = SparkEnv.get();
+    if (to == null || env == null) {
+      return;
+    }
+    try {
+      to.ask(new ArrayList<>(List.of(HelperRpc.ANSWER, env.executorId(), block, answer)),
+          RpcUtils.askRpcTimeout(env.conf()), ClassTag$.MODULE$.apply(Object.class));
+    } catch (Throwable e) {
+      // the block is there: the driver's slower read finds it
     }
   }
 

@@ -32,6 +32,13 @@
  * call's answer only decides whether a bin is switched with its loaded copy: a wrong one
  * makes the bin reload from the checkpoint, as without prewarm.
  *
+ * Answers: a load that finishes on an executor with a registered endpoint sends its answer
+ * to the registry (ANSWER), which keeps it until the driver's wait takes it; the wait then
+ * fetches no answer block (docs/migration.md, "Answers over RPC"). The registry takes an
+ * answer only from a live executor whose endpoint it holds, keeps at most MAX_ANSWERS
+ * (dropping the oldest: its block is still there), and a wrong answer costs what a wrong
+ * block would: a bin switched with no copy reloads from the checkpoint.
+ *
  * Failures: a target whose executor has no endpoint is answered by the job path; so is
  * one whose ask failed (its answer then says `rpc_failed` and why), except an activation:
  * it may still be running on the executor, so it is answered `failed` (the bin reloads
@@ -71,6 +78,13 @@ import scala.reflect.ClassTag$;
 final class HelperRpc {
   static final String REGISTRY = "swivel-prewarm-registry";
   static final String REGISTER = "swivel-register";
+  static final String ANSWER = "swivel-answer";
+
+  /** The most answers the registry keeps unread (one per store of each bin loading). */
+  static final int MAX_ANSWERS = 4096;
+
+  /** The longest answer block name and answer the registry takes (an answer is ~300 B). */
+  private static final int MAX_ANSWER_CHARS = 65_536;
 
   /** Driver side: the RpcEnv the registry is set up on (a new context has a new one). */
   private static WeakReference<RpcEnv> registryEnv = new WeakReference<>(null);
@@ -82,7 +96,27 @@ final class HelperRpc {
   private static final ConcurrentHashMap<String, RpcEndpointRef> EXECUTORS =
       new ConcurrentHashMap<>();
 
+  /** Driver side: answer block name -> the answer its executor sent, oldest first. */
+  private static final Map<String, String> ANSWERS = new LinkedHashMap<>(16, 0.75f, false) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<String, String> eldest) {
+      return size() > MAX_ANSWERS;
+    }
+  };
+
   private HelperRpc() {}
+
+  /** Driver side: takes the answer sent for answer block `block`, or null (none came). */
+  static String takeAnswer(String block) {
+    synchronized (ANSWERS) {
+      return ANSWERS.remove(block);
+    }
+  }
+
+  /** Driver side: whether `executorId` has an endpoint here (its loads send answers). */
+  static boolean hasEndpoint(String executorId) {
+    return EXECUTORS.containsKey(executorId);
+  }
 
   // -- the driver's side ------------------------------------------------------------------
 
@@ -93,6 +127,9 @@ final class HelperRpc {
       return registryRefused == null;
     }
     EXECUTORS.clear();  // the old context's executors went with it
+    synchronized (ANSWERS) {
+      ANSWERS.clear();
+    }
     registryEnv = new WeakReference<>(env);
     try {
       env.setupEndpoint(REGISTRY, new Registry(env));
@@ -279,6 +316,11 @@ final class HelperRpc {
 
     @Override
     void handle(Object message, RpcCallContext context) {
+      if (message instanceof List && !((List<?>) message).isEmpty()
+          && ANSWER.equals(((List<?>) message).get(0))) {
+        takeAnswer(message, context);
+        return;
+      }
       String wrong = notARegistration(message, context.senderAddress());
       if (wrong != null) {
         context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
@@ -287,6 +329,41 @@ final class HelperRpc {
       List<?> fields = (List<?>) message;
       EXECUTORS.put((String) fields.get(1), (RpcEndpointRef) fields.get(2));
       context.reply(Boolean.TRUE);
+    }
+
+    /** Keeps a load's answer for the wait that reads it, and wakes the waits. */
+    private void takeAnswer(Object message, RpcCallContext context) {
+      String wrong = notAnAnswer(message);
+      if (wrong != null) {
+        context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
+        return;
+      }
+      List<?> fields = (List<?>) message;
+      synchronized (ANSWERS) {
+        ANSWERS.put((String) fields.get(2), (String) fields.get(3));
+      }
+      AnswerWatch.answered();
+      context.reply(Boolean.TRUE);
+    }
+
+    /** Why `message` is not an answer this driver keeps (null: it is one). */
+    private static String notAnAnswer(Object message) {
+      List<?> fields = (List<?>) message;
+      if (fields.size() != 4 || !(fields.get(1) instanceof String)
+          || !(fields.get(2) instanceof String) || !(fields.get(3) instanceof String)) {
+        return "not a " + ANSWER + " [tag, executor id, answer block, answer]";
+      }
+      String executorId = (String) fields.get(1);
+      String block = (String) fields.get(2);
+      String answer = (String) fields.get(3);
+      if (!EXECUTORS.containsKey(executorId) || !StatePrewarm.registered(executorId)) {
+        return "no live executor " + executorId + " with an endpoint here";
+      }
+      if (!block.startsWith(StatePrewarm.answerBlockPrefix())
+          || block.length() > MAX_ANSWER_CHARS || answer.length() > MAX_ANSWER_CHARS) {
+        return "not an answer block's name, or longer than " + MAX_ANSWER_CHARS;
+      }
+      return null;
     }
 
     /** Why `message` is not a registration this driver takes (null: it is one). */

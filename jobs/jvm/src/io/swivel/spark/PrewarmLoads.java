@@ -142,13 +142,15 @@ final class PrewarmLoads {
 
   /**
    * Publish a finished load's answer, if `current` still holds when it is
-   * recorded (the load is still the key's own; checked under the LOADS lock). The block
-   * manager's calls to the driver run outside that lock: they wait for the driver, and the
-   * switch's tasks take the lock on the batch path. A failure only costs time: the answer
-   * stays in LOADS, where the driver's occasional poll job still finds it.
+   * recorded (the load is still the key's own; checked under the LOADS lock): as a block,
+   * and (`overRpc`) sent to the driver's registry over this executor's own RPC connection,
+   * so that the driver reads it without fetching the block (HelperRpc.ANSWER). The block
+   * manager's and the RPC's calls to the driver run outside that lock: they wait for the
+   * driver, and the switch's tasks take the lock on the batch path. A failure only costs
+   * time: the answer stays in LOADS, where the driver's occasional poll job still finds it.
    */
   static void announce(String key, String loadId, String answer,
-      java.util.function.BooleanSupplier current) {
+      java.util.function.BooleanSupplier current, boolean overRpc) {
     BlockId block = answerBlock(key, loadId);
     try {
       SparkEnv.get().blockManager().putSingle(block, (Object) answer,
@@ -164,6 +166,9 @@ final class PrewarmLoads {
       } else {
         drop = block;  // the load was dropped meanwhile: its answer must not stay
       }
+    }
+    if (drop != block && overRpc) {
+      HelperEndpoint.sendAnswer(block.name(), answer);
     }
     removeQuietly(drop);
   }

@@ -170,6 +170,7 @@ final class PrewarmRunner implements Function<Spec, String> {
     // call holds the broadcast: a load may wait in the loader's queue after a changed
     // setting has replaced the broadcast and Spark's cleaner has removed the old one's blocks
     Configuration conf = hadoopConf();
+    boolean overRpc = !conf.getBoolean(HelperEndpoint.DROP_ANSWERS_KEY, false);
     AtomicReference<Load> self = new AtomicReference<>();
     Load task = new Load(spec.loadId, () -> {
       synchronized (LOADS) {
@@ -193,7 +194,7 @@ final class PrewarmRunner implements Function<Spec, String> {
         return result;  // nobody reads it: the record that poll and announce need is gone
       }
       // announced only while this is still the key's load
-      announce(key, spec.loadId, result, () -> LOADS.get(key) == self.get());
+      announce(key, spec.loadId, result, () -> LOADS.get(key) == self.get(), overRpc);
       return result;
     });
     self.set(task);

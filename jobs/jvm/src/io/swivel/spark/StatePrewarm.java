@@ -67,7 +67,7 @@ public final class StatePrewarm {
    * Bumped when the wire format of `run`, `switchStep`, `releaseShadows` or `announced`
    * changes; the Python side checks it.
    */
-  public static final int API = 13;
+  public static final int API = 14;
 
   /**
    * A failure switch for tests: a session setting; while it is "true" the switch's top-up
@@ -128,6 +128,11 @@ public final class StatePrewarm {
   /** What every answer block's name holds (AnswerWatch wakes the waits on it). */
   static final String ANSWER_BLOCK_PREFIX = "swivel-prewarm-";
 
+  /** How every answer block's name begins (the block id's own prefix, then ours). */
+  static String answerBlockPrefix() {
+    return TestBlockId.apply(ANSWER_BLOCK_PREFIX).name();
+  }
+
   /** The block that carries the answer of one load (`loadId`, made by the driver) of `key`. */
   static BlockId answerBlock(String key, String loadId) {
     UUID id = UUID.nameUUIDFromBytes((key + "|" + loadId).getBytes(StandardCharsets.UTF_8));
@@ -155,15 +160,26 @@ public final class StatePrewarm {
   /**
    * Driver side: the answers that load `loadId` has announced so far for `partitions` (one
    * JSON per answered store, as `poll` would return it); a partition not yet answered is
-   * left out. Runs no Spark job. Only another load's id could name another answer.
+   * left out. Runs no Spark job. Only another load's id could name another answer. An
+   * answer its executor sent over RPC is taken as it came (`"answered":"rpc"`); without
+   * one, and only with `fetchBlocks`, the answer block is read (`"answered":"block"`: a
+   * fetch from the executor's block server, which the driver otherwise never makes).
    */
   public static List<String> announced(String root, long operatorId, String storeName,
-      String runId, String loadId, List<Integer> partitions) {
+      String runId, String loadId, List<Integer> partitions, boolean fetchBlocks) {
     BlockManager blocks = SparkEnv.get().blockManager();
     List<String> answers = new ArrayList<>();
     for (Integer partition : partitions) {
       String key = answerKey(root, operatorId, partition, storeName, runId);
       BlockId block = answerBlock(key, loadId);
+      String sent = HelperRpc.takeAnswer(block.name());
+      if (sent != null) {
+        answers.add(answeredBy(sent, "rpc"));
+        continue;
+      }
+      if (!fetchBlocks) {
+        continue;
+      }
       try {
         Option<BlockResult> found = blocks.getLocalValues(block);  // local mode: same JVM
         if (found.isEmpty() && blocks.master().contains(block)) {
@@ -176,7 +192,7 @@ public final class StatePrewarm {
             values.next();  // read to the end: that releases a local block's read lock
           }
           if (answer != null) {
-            answers.add(answer);
+            answers.add(answeredBy(answer, "block"));
           }
         }
       } catch (Throwable e) {
@@ -184,6 +200,17 @@ public final class StatePrewarm {
       }
     }
     return answers;
+  }
+
+  /** An answer (a JSON object) marked with how the driver read it. */
+  private static String answeredBy(String answer, String how) {
+    return answer.startsWith("{") && answer.length() > 2 ? "{\"answered\":\"" + how + "\"," + answer.substring(1)
+        : answer;
+  }
+
+  /** Driver side: whether `executorId` sends its loads' answers over RPC (has an endpoint). */
+  public static boolean answersOverRpc(String executorId) {
+    return HelperRpc.hasEndpoint(executorId);
   }
 
   /** Driver side: whether `executorId`'s block manager is still registered (it is alive). */
