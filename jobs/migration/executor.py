@@ -23,12 +23,11 @@ How a step is carried out (docs/migration.md):
    driver's StateStoreCoordinator (`SparkInternals.set_location`), hand-over by hand-over
    in the plan's (Chi's) order. Batch `b+1` runs them on their new executors, which reload
    them from the checkpoint: every bin of a step switches at the same boundary.
-2. A verifier thread reads batch `b+1`'s task list (status REST API) off the batch path and
-   records which executor served every bin, and whether any bin ran twice successfully.
-3. At a later boundary the executor settles the step's moves: landed -> done; ran elsewhere
-   while the target is alive -> re-pointed again (up to `max_attempts`); ran elsewhere
-   because the target is gone -> reported as landed elsewhere (`landed_elsewhere`), never
-   silently dropped.
+2. A verifier thread reads batch `b+1`'s task list (status REST API) off the batch path,
+   and the step's moves are settled against it (jobs/migration/verification.py): landed;
+   ran elsewhere while the target is alive -> re-pointed at a later boundary (up to
+   `max_attempts`); ran elsewhere because the target is gone -> reported as landed
+   elsewhere (`landed_elsewhere`), never silently dropped.
 
 `spark.locality.wait` is raised (default 30 s) while a migration runs, so a busy target is
 waited for rather than bypassed, and restored when it ends. A query without a
@@ -43,6 +42,7 @@ progress does not depend on how one is stepped.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import queue
 import threading
@@ -57,6 +57,7 @@ from swivel.jobs.migration import rescaling
 from swivel.jobs.migration.migrations import BatchRecord, Migration, MigrationError, MoveOutcome
 from swivel.jobs.migration.prewarming import PREWARM_AHEAD, PrewarmedSteps
 from swivel.jobs.migration.snapshot_staggering import StaggeredSnapshots
+from swivel.jobs.migration.verification import all_settled, issued, read_batch, settle
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -108,7 +109,6 @@ class BinMover:
         )
         self._verifier.start()
         self._hosts: dict[str, str] = {}
-        self._started_at: dict[int, float] = {}
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -130,7 +130,6 @@ class BinMover:
         """A `foreachBatch` function: the user's write, then the boundary hook."""
 
         def run(frame: Any, batch_id: int) -> None:
-            self._started_at[batch_id] = time.monotonic()
             write(frame, batch_id)
             self.boundary(batch_id)
 
@@ -152,7 +151,7 @@ class BinMover:
         fresh query's first batch places them)."""
         if self.query is None:
             raise MigrationError("no query attached")
-        alive = sorted(self.executors(), key=_id_order)
+        alive = sorted(self.executors(), key=rescaling.id_order)
         placement = self.internals.placement(self.query, self.bins)
         return {
             b: (e if e is not None and e in alive else alive[b % len(alive)])
@@ -243,7 +242,7 @@ class BinMover:
             ):
                 self._apply_step(active, batch_id)
                 applied = True
-            elif self._all_settled(active):
+            elif all_settled(active):
                 self._finish(active, batch_id)
             self._report(active)
             if applied:  # part of this batch's duration; the next batch starts after it
@@ -279,7 +278,7 @@ class BinMover:
         for move in step.moves:  # the plan's hand-over order
             outcome = migration.outcomes[move.bin]
             if move.bin in switched:  # re-pointed by the prewarmed switch
-                _issued(outcome, batch_id)
+                issued(outcome, batch_id)
             else:
                 self._point(outcome, batch_id)
         migration.step_batches.append(batch_id)
@@ -293,7 +292,7 @@ class BinMover:
             outcome.status = "failed"
             return
         self.internals.set_location(self.query, outcome.move.bin, target, host, self.stores())
-        _issued(outcome, batch_id)
+        issued(outcome, batch_id)
 
     def _refresh_host(self, executor: str) -> str | None:
         self._hosts = {e.id: e.host for e in self.internals.executors() if e.active}
@@ -301,30 +300,18 @@ class BinMover:
 
     def _settle(self, migration: Migration, *, at_boundary: bool) -> None:
         """Check issued moves against the batches verified so far; retry (only at a
-        boundary: between batches no stateful task runs) or report."""
-        alive: set[str] | None = None
-        for outcome in migration.outcomes.values():
-            if outcome.status != "issued" or outcome.issued_at_batch is None:
-                continue
-            record = self.batches.get(outcome.issued_at_batch + 1)
-            if record is None:
-                continue
-            served = record.served.get(outcome.move.bin)
-            outcome.served_by = served
-            outcome.verified_in_batch = record.batch_id
-            if served == outcome.move.target:
-                outcome.status = "landed"
-                continue
-            alive = alive if alive is not None else set(self.executors())
-            if outcome.move.target not in alive:
-                outcome.status = "elsewhere"  # its target is gone: the bin lives on `served`
-            elif outcome.attempts >= self.max_attempts:
-                outcome.status = "elsewhere"
-            elif at_boundary and self.last_boundary is not None:
-                self._point(outcome, self.last_boundary)
-
-    def _all_settled(self, migration: Migration) -> bool:
-        return all(o.status not in ("pending", "issued") for o in migration.outcomes.values())
+        boundary: between batches no stateful task runs) or report (verification.py)."""
+        boundary = self.last_boundary
+        repoint = None
+        if at_boundary and boundary is not None:
+            repoint = functools.partial(self._point, batch_id=boundary)
+        settle(
+            migration,
+            self.batches,
+            alive=lambda: set(self.executors()),
+            max_attempts=self.max_attempts,
+            repoint=repoint,
+        )
 
     def _finish(self, migration: Migration, batch_id: int) -> None:
         migration.finished_at = time.monotonic()
@@ -363,32 +350,20 @@ class BinMover:
                 print(f"swivel: verifying batch {boundary} failed: {error}")
 
     def record_batch(self, batch_id: int) -> BatchRecord | None:
+        """Read which executor served each bin in `batch_id`, and settle the moves it
+        verifies (on the verifier thread: the read is REST, off the batch path)."""
         query = self.query
         if query is None:
             return None
-        tasks = self.internals.batch_tasks_all(str(query.runId), batch_id, self.bins)
-        deadline = time.monotonic() + self.verify_timeout_s
-        while len({t.partition for t in tasks if t.status == "SUCCESS"}) < self.bins:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-            tasks = self.internals.batch_tasks_all(str(query.runId), batch_id, self.bins)
-        served: dict[int, str] = {}
-        counts: dict[int, int] = {}
-        task_ms: dict[int, float] = {}
-        for task in tasks:
-            if task.status == "SUCCESS":
-                served[task.partition] = task.executor
-                counts[task.partition] = counts.get(task.partition, 0) + 1
-                task_ms[task.partition] = task.duration_ms
-        duplicates = tuple(sorted(b for b, n in counts.items() if n > 1))
-        record = BatchRecord(batch_id, served, duplicates, task_ms)
+        record = read_batch(
+            self.internals, str(query.runId), batch_id, self.bins, self.verify_timeout_s
+        )
         with self._lock:
             self.batches[batch_id] = record
             active = self._active
             if active is not None:
                 self._settle(active, at_boundary=False)
-                if active.step >= active.plan.step_count and self._all_settled(active):
+                if active.step >= active.plan.step_count and all_settled(active):
                     self._finish(active, batch_id)
                 self._report(active)
         return record
@@ -424,13 +399,3 @@ class BinMover:
 
     def close(self) -> None:
         self._verify.put(None)
-
-
-_id_order = rescaling.id_order
-
-
-def _issued(outcome: MoveOutcome, batch_id: int) -> None:
-    """The bin was re-pointed at the boundary after `batch_id`: verify it in the next."""
-    outcome.attempts += 1
-    outcome.issued_at_batch = batch_id
-    outcome.status = "issued"
