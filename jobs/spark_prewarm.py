@@ -301,6 +301,44 @@ class StatePrewarm:
         answers = helper.registerEndpoints(self.internals.sc._jsc.sc(), wanted)
         return dict(str(a).split("\t", 1) for a in java_list(answers))
 
+    def check(self, query: Any) -> dict[str, str]:
+        """One round trip of the helper's before any migration: each store's schema read
+        (kept for the loads), a probe of one bin on every executor whose endpoint is
+        registered (over RPC, as a step's calls go), and the calls a load's wait makes, once
+        (an unknown load's answers read, no block fetched). It tells at start whether the
+        helper answers, and the driver first runs these calls -- its JIT profiles of
+        py4j's returns, the asks' replies and the file system's misses -- before the
+        query's batches compile them, not inside the first prewarmed migration's batches
+        (docs/migration.md, "Answers over RPC"). Executor id -> `answered` or why not."""
+        stores = self.internals.state_stores(query) or [(0, STORE_DEFAULT)]
+        job = self._job_context(query)
+        for operator, store in stores:
+            self._schema(job, operator, store)
+        helper, sc = job.helper, self.internals.sc._jsc.sc()
+        executors = {str(e) for e in java_list(helper.rpcExecutors(sc))}
+        placed = [(0, e.id, e.host) for e in self.internals.executors() if e.id in executors]
+        states: dict[str, str] = {}
+        for result in self._run_placed("probe", query, placed, stores=stores):
+            answered = result.get("via") == "rpc" and "error" not in result
+            states[str(result.get("executor"))] = (
+                "answered" if answered else str(result.get("error") or result)
+            )
+        seen = helper.answerUpdates(sc)
+        helper.awaitAnswers(sc, seen, 0)
+        for _, executor, _ in placed:
+            helper.registered(executor)
+            helper.answersOverRpc(executor)
+        _announced(
+            helper,
+            root=job.root,
+            run_id=job.run_id,
+            bins=[0],
+            stores=stores,
+            load_id=new_load_id(),
+            fetch_blocks=False,
+        )
+        return states
+
     # -- helpers --------------------------------------------------------------------------
 
     def committed_version(self, query: Any) -> int:

@@ -124,7 +124,12 @@ class BinMover:
             self.query = query
             self._stores = None
             self.snapshots.attach(query)
-            self._prewarmed.register_endpoints_soon()
+            self._prewarmed.register_endpoints_soon(query)
+
+    @property
+    def helper_check(self) -> dict[str, str] | None:
+        """The prewarm helper's round trip after `attach` (PrewarmedSteps.helper_check)."""
+        return self._prewarmed.helper_check
 
     def wrap(self, write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         """A `foreachBatch` function: the user's write, then the boundary hook."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from swivel.controllers.migration import Move
 from swivel.jobs.migration.migrations import Migration
+from swivel.jobs.spark_helper_jar import jar_on_session
 from swivel.jobs.spark_internals import SparkInternals
 from swivel.jobs.spark_prewarm import LOAD_GONE, new_load_id
 
@@ -34,6 +35,8 @@ Stores = Callable[[], list[tuple[int, str]]]
 LOAD_FAILED = ("failed", *LOAD_GONE)
 # steps whose bins load ahead of their switch (the next one and those after it)
 PREWARM_AHEAD = 2
+# how long the helper's check at attach waits for the query's first committed batch
+CHECK_WAIT_S = 300.0
 
 
 def prewarm_refusal(internals: SparkInternals, query: Any) -> str | None:
@@ -188,21 +191,33 @@ class PrewarmedSteps:
         self.stores = stores
         self.timeout_s = timeout_s
         self.ahead = ahead
+        # the helper's check after the endpoints registered: executor id -> `answered` or
+        # why not (None: not run yet, or no helper jar on the session)
+        self.helper_check: dict[str, str] | None = None
         # per (migration, step): its prewarm, and since when it is the next step to switch
         # (its timeout counts from then: a step loaded ahead waits behind the one before)
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
 
-    def register_endpoints_soon(self) -> None:
+    def register_endpoints_soon(self, query: Any) -> None:
         """Set up the executors' helper endpoints in the background, ahead of any
         migration, when the session carries the helper jar: a prewarmed migration's first
         steps then start their loads over Spark's RPC, not with a job each (their first
         use of the scheduler's paths compiled on the driver while the batches ran,
         docs/migration.md "Helper calls over Spark's RPC"). One job of a task per
-        executor; a failure only means the first steps use jobs."""
+        executor; a failure only means the first steps use jobs. Then, once the query has
+        committed a batch, one round trip of the helper's (`StatePrewarm.check`): a helper
+        that does not answer is reported at start, and the driver's first use of the
+        calls is not inside the first migration's batches."""
 
         def run() -> None:
             try:
                 self.internals.register_prewarm_endpoints()
+                if jar_on_session(self.internals) and _wait_for_a_batch(query, CHECK_WAIT_S):
+                    states = self.internals.prewarmer().check(query)
+                    self.helper_check = states
+                    failed = {e: s for e, s in states.items() if s != "answered"}
+                    if failed:
+                        print(f"swivel: the prewarm helper did not answer: {failed}")
             except Exception as error:
                 print(f"swivel: helper endpoints not set up ahead: {error}")
 
@@ -320,6 +335,18 @@ class PrewarmedSteps:
         releases them under the run it loaded for)."""
         for key in list(self._steps):
             release_when_loaded(self._steps.pop(key)[0])
+
+
+def _wait_for_a_batch(query: Any, timeout_s: float) -> bool:
+    """Whether `query` committed a batch within `timeout_s` (False: it stopped first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if query.lastProgress:
+            return True
+        if not query.isActive:
+            return False
+        time.sleep(1.0)
+    return False
 
 
 def release_when_loaded(prewarm: StepPrewarm) -> None:

@@ -130,6 +130,9 @@ def test_prewarmed_bin_switches_without_reload(
         helper = prewarm._helper()
         registered = list(helper.rpcExecutors(internals.sc._jsc.sc()))
         assert target in registered, registered
+        # the helper's check (as after an attach) answers over RPC from each such executor
+        checked = prewarm.check(query)
+        assert checked.get(target) == "answered" and set(checked.values()) == {"answered"}, checked
 
         # 1b. An answer whose announcement is lost still arrives, by the poll (the
         #     control bin, whose copy is then released: it moves the plain way below).
@@ -377,6 +380,11 @@ def test_binmover_prewarms_a_transform_with_state_bin_ahead_of_its_switch(
     while not executors <= set(helper.rpcExecutors(sc)):
         assert time.monotonic() < deadline, (executors, list(helper.rpcExecutors(sc)))
         time.sleep(0.5)
+    # ... and, once a batch committed, made one round trip to each over RPC
+    while mover.helper_check is None:
+        assert time.monotonic() < deadline + 60.0, "no helper check after attach"
+        time.sleep(0.5)
+    assert mover.helper_check == dict.fromkeys(executors, "answered"), mover.helper_check
     try:
         workload.wait_for_batch(2)
         assert internals.prewarmer().refusal(query) is None
