@@ -316,13 +316,14 @@ class StatePrewarm:
             self._schema(job, operator, store)
         helper, sc = job.helper, self.internals.sc._jsc.sc()
         executors = {str(e) for e in java_list(helper.rpcExecutors(sc))}
-        placed = [(0, e.id, e.host) for e in self.internals.executors() if e.id in executors]
-        states: dict[str, str] = {}
+        live = [e for e in self.internals.executors() if e.active]
+        states = {e.id: "no helper endpoint registered" for e in live if e.id not in executors}
+        placed = [(0, e.id, e.host) for e in live if e.id in executors]
         for result in self._run_placed("probe", query, placed, stores=stores):
-            answered = result.get("via") == "rpc" and "error" not in result
-            states[str(result.get("executor"))] = (
-                "answered" if answered else str(result.get("error") or result)
-            )
+            executor = str(result.get("executor"))
+            if result.get("via") != "rpc" or "error" in result:
+                states.setdefault(executor, str(result.get("rpc_failed") or result))
+            states.setdefault(executor, "answered")  # every store's answer must be one
         seen = helper.answerUpdates(sc)
         helper.awaitAnswers(sc, seen, 0)
         for _, executor, _ in placed:

@@ -212,14 +212,17 @@ class PrewarmedSteps:
         def run() -> None:
             try:
                 self.internals.register_prewarm_endpoints()
+            except Exception as error:
+                print(f"swivel: helper endpoints not set up ahead: {error}")
+            try:
                 if jar_on_session(self.internals) and _wait_for_a_batch(query, CHECK_WAIT_S):
                     states = self.internals.prewarmer().check(query)
                     self.helper_check = states
                     failed = {e: s for e, s in states.items() if s != "answered"}
                     if failed:
                         print(f"swivel: the prewarm helper did not answer: {failed}")
-            except Exception as error:
-                print(f"swivel: helper endpoints not set up ahead: {error}")
+            except Exception as error:  # e.g. a stateless query: nothing to prewarm
+                print(f"swivel: the prewarm helper's check at attach failed: {error}")
 
         threading.Thread(target=run, daemon=True, name="swivel-prewarm-endpoints").start()
 
@@ -338,10 +341,12 @@ class PrewarmedSteps:
 
 
 def _wait_for_a_batch(query: Any, timeout_s: float) -> bool:
-    """Whether `query` committed a batch within `timeout_s` (False: it stopped first)."""
+    """Whether `query` committed a batch with state within `timeout_s` (False: it stopped
+    first). A progress of a trigger that ran no batch has no state operators' rows."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if query.lastProgress:
+        progress = query.lastProgress or {}
+        if any(op.get("numRowsTotal") for op in progress.get("stateOperators") or []):
             return True
         if not query.isActive:
             return False

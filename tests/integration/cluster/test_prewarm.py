@@ -130,9 +130,12 @@ def test_prewarmed_bin_switches_without_reload(
         helper = prewarm._helper()
         registered = list(helper.rpcExecutors(internals.sc._jsc.sc()))
         assert target in registered, registered
-        # the helper's check (as after an attach) answers over RPC from each such executor
-        checked = prewarm.check(query)
-        assert checked.get(target) == "answered" and set(checked.values()) == {"answered"}, checked
+        # the helper's check (as after an attach) answers over RPC from each registered
+        # executor, and names those without an endpoint
+        expected = {
+            e: "answered" if e in registered else "no helper endpoint registered" for e in hosts
+        }
+        assert prewarm.check(query) == expected, expected
 
         # 1b. An answer whose announcement is lost still arrives, by the poll (the
         #     control bin, whose copy is then released: it moves the plain way below).
@@ -301,8 +304,10 @@ def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark:
     internals = SparkInternals(prewarm_spark)
     helper = internals.prewarmer()._helper()
     sc = internals.sc._jsc.sc()
-    before = list(helper.rpcExecutors(sc))  # sets the registry up
+    internals.prewarmer().register_endpoints()  # every live executor's, as after an attach
+    before = list(helper.rpcExecutors(sc))
     live = str(patiently(internals.executors)[0].id)
+    assert live in before, before
 
     def refusal(tag: str, executor: str, with_ref: bool) -> str:
         return str(helper.askRpcRegistry(sc, tag, executor, with_ref))
@@ -313,8 +318,19 @@ def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark:
         "swivel-register", "no-such-executor", True
     )
     assert "not named swivel-prewarm-calls" in refusal("swivel-register", live, True)
-    # a load's answer (HelperRpc.ANSWER) of the wrong shape is refused too
+    # a load's answer (HelperRpc.ANSWER) is refused unless it is one, from a live
+    # executor with an endpoint here, named as an answer block, and a small JSON object
     assert "not a swivel-answer" in refusal("swivel-answer", live, True)
+
+    def answer_refusal(executor: str, block: str, answer: str) -> str:
+        message = ["swivel-answer", executor, block, answer]
+        return str(helper.askRpcRegistryMessage(sc, message))
+
+    block = "test_swivel-prewarm-00000000-0000-3000-8000-000000000000"
+    assert "with an endpoint here" in answer_refusal("no-such-executor", block, "{}")
+    assert "not an answer block" in answer_refusal(live, "rdd_0_0", "{}")
+    assert "not a JSON object" in answer_refusal(live, block, "[1]")
+    assert "not a JSON object" in answer_refusal(live, block, "{" + "x" * 9000 + "}")
     assert list(helper.rpcExecutors(sc)) == before  # nothing registered, nothing dropped
 
 

@@ -138,7 +138,8 @@ final class HelperEndpoint {
       registry = driver;
       state = "registered";
     } catch (Throwable e) {
-      registry = null;
+      // an earlier registration may still hold on the driver (it calls this only for an
+      // executor it has no endpoint of): its registry ref is kept, a send to it is harmless
       state = "not registered: " + StatePrewarm.describe(e);
     }
   }

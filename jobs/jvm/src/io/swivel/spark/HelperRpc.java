@@ -35,9 +35,11 @@
  * Answers: a load that finishes on an executor with a registered endpoint sends its answer
  * to the registry (ANSWER), which keeps it until the driver's wait takes it; the wait then
  * fetches no answer block (docs/migration.md, "Answers over RPC"). The registry takes an
- * answer only from a live executor whose endpoint it holds, keeps at most MAX_ANSWERS
- * (dropping the oldest: its block is still there), and a wrong answer costs what a wrong
- * block would: a bin switched with no copy reloads from the checkpoint.
+ * answer only from a live executor whose endpoint it holds, on that executor's host, named
+ * as an answer block and shaped as a JSON object of at most MAX_ANSWER_CHARS; it keeps at
+ * most MAX_ANSWERS (dropping the oldest: its block is still there; an answer whose wait
+ * ended before it came stays until then), and a wrong answer costs what a wrong block
+ * would: a bin switched with no copy reloads from the checkpoint.
  *
  * Failures: a target whose executor has no endpoint is answered by the job path; so is
  * one whose ask failed (its answer then says `rpc_failed` and why), except an activation:
@@ -57,6 +59,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Pattern;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
@@ -83,8 +86,12 @@ final class HelperRpc {
   /** The most answers the registry keeps unread (one per store of each bin loading). */
   static final int MAX_ANSWERS = 4096;
 
-  /** The longest answer block name and answer the registry takes (an answer is ~300 B). */
-  private static final int MAX_ANSWER_CHARS = 65_536;
+  /** The longest answer the registry takes (a load's answer is ~300-600 characters). */
+  private static final int MAX_ANSWER_CHARS = 8_192;
+
+  /** What follows the prefix in an answer block's name: a name-based UUID. */
+  private static final Pattern ANSWER_ID = Pattern.compile(
+      "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
 
   /** Driver side: the RpcEnv the registry is set up on (a new context has a new one). */
   private static WeakReference<RpcEnv> registryEnv = new WeakReference<>(null);
@@ -160,6 +167,19 @@ final class HelperRpc {
         withRef ? registry : "not an endpoint"));
     try {
       registry.askSync(message, ClassTag$.MODULE$.apply(Object.class));
+      return "accepted";
+    } catch (Throwable e) {
+      return causes(e);
+    }
+  }
+
+  /** For tests: asks the registry `message` as is; "accepted" or the refusal's message. */
+  static String askRegistryMessage(SparkContext sc, List<Object> message) {
+    ensureRegistry(sc);
+    RpcEnv env = sc.env().rpcEnv();
+    RpcEndpointRef registry = env.setupEndpointRef(env.address(), REGISTRY);
+    try {
+      registry.askSync(new ArrayList<>(message), ClassTag$.MODULE$.apply(Object.class));
       return "accepted";
     } catch (Throwable e) {
       return causes(e);
@@ -333,7 +353,7 @@ final class HelperRpc {
 
     /** Keeps a load's answer for the wait that reads it, and wakes the waits. */
     private void takeAnswer(Object message, RpcCallContext context) {
-      String wrong = notAnAnswer(message);
+      String wrong = notAnAnswer(message, context.senderAddress());
       if (wrong != null) {
         context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
         return;
@@ -347,7 +367,7 @@ final class HelperRpc {
     }
 
     /** Why `message` is not an answer this driver keeps (null: it is one). */
-    private static String notAnAnswer(Object message) {
+    private static String notAnAnswer(Object message, RpcAddress sender) {
       List<?> fields = (List<?>) message;
       if (fields.size() != 4 || !(fields.get(1) instanceof String)
           || !(fields.get(2) instanceof String) || !(fields.get(3) instanceof String)) {
@@ -359,9 +379,18 @@ final class HelperRpc {
       if (!EXECUTORS.containsKey(executorId) || !StatePrewarm.registered(executorId)) {
         return "no live executor " + executorId + " with an endpoint here";
       }
-      if (!block.startsWith(StatePrewarm.answerBlockPrefix())
-          || block.length() > MAX_ANSWER_CHARS || answer.length() > MAX_ANSWER_CHARS) {
-        return "not an answer block's name, or longer than " + MAX_ANSWER_CHARS;
+      String prefix = StatePrewarm.answerBlockPrefix();
+      if (!block.startsWith(prefix) || !ANSWER_ID.matcher(block.substring(prefix.length()))
+          .matches()) {
+        return "not an answer block's name";
+      }
+      if (answer.length() > MAX_ANSWER_CHARS || !answer.startsWith("{")
+          || !answer.endsWith("}")) {
+        return "not a JSON object of at most " + MAX_ANSWER_CHARS + " characters";
+      }
+      String host = executorHost(executorId);
+      if (host != null && sender != null && !sameHost(host, sender.host())) {
+        return "executor " + executorId + " is on " + host + ", the sender on " + sender.host();
       }
       return null;
     }

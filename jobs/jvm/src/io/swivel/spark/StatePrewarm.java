@@ -107,6 +107,11 @@ public final class StatePrewarm {
     return HelperRpc.askRegistry(sc, tag, executorId, withRef);
   }
 
+  /** For tests: HelperRpc.askRegistryMessage (any message, as a peer could send it). */
+  public static String askRpcRegistryMessage(SparkContext sc, List<Object> message) {
+    return HelperRpc.askRegistryMessage(sc, message);
+  }
+
   /** Driver side: HelperRpc.registerEndpoints (each "executorId\thost"). */
   public static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
     return HelperRpc.registerEndpoints(sc, executors);
@@ -204,8 +209,10 @@ public final class StatePrewarm {
 
   /** An answer (a JSON object) marked with how the driver read it. */
   private static String answeredBy(String answer, String how) {
-    return answer.startsWith("{") && answer.length() > 2 ? "{\"answered\":\"" + how + "\"," + answer.substring(1)
-        : answer;
+    if (!answer.startsWith("{") || answer.length() <= 2) {
+      return answer;
+    }
+    return "{\"answered\":\"" + how + "\"," + answer.substring(1);
   }
 
   /** Driver side: whether `executorId` sends its loads' answers over RPC (has an endpoint). */
