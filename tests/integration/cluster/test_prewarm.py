@@ -300,7 +300,8 @@ def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark:
     """The driver's registry (HelperRpc) is reachable by whoever speaks Spark's RPC to the
     driver: a message that is not a registration, or one for an executor that is not live,
     or of an endpoint not the helper's, is refused with a failure naming why, and changes
-    nothing."""
+    nothing; so is an answer that is not one. An executor's endpoint refuses what is not a
+    call the same way."""
     internals = SparkInternals(prewarm_spark)
     helper = internals.prewarmer()._helper()
     sc = internals.sc._jsc.sc()
@@ -332,6 +333,15 @@ def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark:
     assert "not a JSON object" in answer_refusal(live, block, "[1]")
     assert "not a JSON object" in answer_refusal(live, block, "{" + "x" * 9000 + "}")
     assert list(helper.rpcExecutors(sc)) == before  # nothing registered, nothing dropped
+
+    # an executor's endpoint (HelperEndpoint.Calls) refuses what is not a call, naming why
+    def call_refusal(message: Any) -> str:
+        return str(helper.askRpcEndpointMessage(sc, live, message))
+
+    assert "not a list" in call_refusal("hello")
+    assert "not a swivel-call of 14 fields" in call_refusal(["swivel-call"])
+    assert "field 1 is not a StateStoreConf" in call_refusal(["swivel-call"] + ["x"] * 13)
+    assert list(helper.rpcExecutors(sc)) == before  # a refusal forgets no endpoint
 
 
 @pytest.mark.parametrize("in_place", [True, False], ids=["replayed", "reopened"])

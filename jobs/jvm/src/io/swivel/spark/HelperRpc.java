@@ -186,6 +186,24 @@ final class HelperRpc {
     }
   }
 
+  /**
+   * For tests: asks `executorId`'s registered endpoint `message` as is (as a peer could);
+   * "answered" or the refusal's message, or "no endpoint" where none is registered.
+   */
+  static String askEndpointMessage(SparkContext sc, String executorId, Object message) {
+    ensureRegistry(sc);
+    RpcEndpointRef ref = EXECUTORS.get(executorId);
+    if (ref == null) {
+      return "no endpoint";
+    }
+    try {
+      ref.askSync(message, ClassTag$.MODULE$.apply(Object.class));
+      return "answered";
+    } catch (Throwable e) {
+      return causes(e);
+    }
+  }
+
   /** A failure switch for tests: forget `executorId`'s endpoint (its calls take the job). */
   static void forget(String executorId) {
     EXECUTORS.remove(executorId);

@@ -112,6 +112,12 @@ public final class StatePrewarm {
     return HelperRpc.askRegistryMessage(sc, message);
   }
 
+  /** For tests: HelperRpc.askEndpointMessage (any message to an executor's endpoint). */
+  public static String askRpcEndpointMessage(SparkContext sc, String executorId,
+      Object message) {
+    return HelperRpc.askEndpointMessage(sc, executorId, message);
+  }
+
   /** Driver side: HelperRpc.registerEndpoints (each "executorId\thost"). */
   public static List<String> registerEndpoints(SparkContext sc, List<String> executors) {
     return HelperRpc.registerEndpoints(sc, executors);
