@@ -303,13 +303,10 @@ class StatePrewarm:
 
     def check(self, query: Any) -> dict[str, str]:
         """One round trip of the helper's before any migration: each store's schema read
-        (kept for the loads), a probe of one bin on every executor whose endpoint is
-        registered (over RPC, as a step's calls go), and the calls a load's wait makes, once
-        (an unknown load's answers read, no block fetched). It tells at start whether the
-        helper answers, and the driver first runs these calls -- its JIT profiles of
-        py4j's returns, the asks' replies and the file system's misses -- before the
-        query's batches compile them, not inside the first prewarmed migration's batches
-        (docs/migration.md, "Answers over RPC"). Executor id -> `answered` or why not."""
+        (kept for the loads) and a probe of one bin on every executor whose endpoint is
+        registered (over RPC, as a step's calls go). It tells at start whether the helper
+        answers, not at the first prewarmed migration (docs/migration.md, "Answers over
+        RPC"). Live executor id -> `answered` or why not."""
         stores = self.internals.state_stores(query) or [(0, STORE_DEFAULT)]
         job = self._job_context(query)
         for operator, store in stores:
@@ -324,20 +321,6 @@ class StatePrewarm:
             if result.get("via") != "rpc" or "error" in result:
                 states.setdefault(executor, str(result.get("rpc_failed") or result))
             states.setdefault(executor, "answered")  # every store's answer must be one
-        seen = helper.answerUpdates(sc)
-        helper.awaitAnswers(sc, seen, 0)
-        for _, executor, _ in placed:
-            helper.registered(executor)
-            helper.answersOverRpc(executor)
-        _announced(
-            helper,
-            root=job.root,
-            run_id=job.run_id,
-            bins=[0],
-            stores=stores,
-            load_id=new_load_id(),
-            fetch_blocks=False,
-        )
         return states
 
     # -- helpers --------------------------------------------------------------------------

@@ -206,8 +206,7 @@ class PrewarmedSteps:
         docs/migration.md "Helper calls over Spark's RPC"). One job of a task per
         executor; a failure only means the first steps use jobs. Then, once the query has
         committed a batch, one round trip of the helper's (`StatePrewarm.check`): a helper
-        that does not answer is reported at start, and the driver's first use of the
-        calls is not inside the first migration's batches."""
+        that does not answer is reported at start, not at the first migration."""
 
         def run() -> None:
             try:

@@ -163,14 +163,8 @@ final class HelperRpc {
     ensureRegistry(sc);
     RpcEnv env = sc.env().rpcEnv();
     RpcEndpointRef registry = env.setupEndpointRef(env.address(), REGISTRY);
-    List<Object> message = new ArrayList<>(List.of(tag, executorId,
+    return askRegistryMessage(sc, List.of(tag, executorId,
         withRef ? registry : "not an endpoint"));
-    try {
-      registry.askSync(message, ClassTag$.MODULE$.apply(Object.class));
-      return "accepted";
-    } catch (Throwable e) {
-      return causes(e);
-    }
   }
 
   /** For tests: asks the registry `message` as is; "accepted" or the refusal's message. */
@@ -356,7 +350,7 @@ final class HelperRpc {
     void handle(Object message, RpcCallContext context) {
       if (message instanceof List && !((List<?>) message).isEmpty()
           && ANSWER.equals(((List<?>) message).get(0))) {
-        takeAnswer(message, context);
+        keepAnswer(message, context);
         return;
       }
       String wrong = notARegistration(message, context.senderAddress());
@@ -370,7 +364,7 @@ final class HelperRpc {
     }
 
     /** Keeps a load's answer for the wait that reads it, and wakes the waits. */
-    private void takeAnswer(Object message, RpcCallContext context) {
+    private void keepAnswer(Object message, RpcCallContext context) {
       String wrong = notAnAnswer(message, context.senderAddress());
       if (wrong != null) {
         context.sendFailure(new IllegalArgumentException("swivel prewarm registry: " + wrong));
@@ -406,11 +400,7 @@ final class HelperRpc {
           || !answer.endsWith("}")) {
         return "not a JSON object of at most " + MAX_ANSWER_CHARS + " characters";
       }
-      String host = executorHost(executorId);
-      if (host != null && sender != null && !sameHost(host, sender.host())) {
-        return "executor " + executorId + " is on " + host + ", the sender on " + sender.host();
-      }
-      return null;
+      return sentFromElsewhere(executorId, sender);
     }
 
     /** Why `message` is not a registration this driver takes (null: it is one). */
@@ -431,13 +421,17 @@ final class HelperRpc {
       if (ref.address() != null && !ref.address().equals(rpcEnv().address())) {
         return "the endpoint is not on the sender's connection";  // the driver would dial it
       }
-      String host = executorHost(executorId);
-      if (ref.address() == null && host != null && sender != null && !sameHost(host,
-          sender.host())) {
-        return "executor " + executorId + " is on " + host + ", the sender on " + sender.host();
-      }
-      return null;
+      return ref.address() == null ? sentFromElsewhere(executorId, sender) : null;
     }
+  }
+
+  /** Why `sender` cannot speak for `executorId` (another host than its block manager's). */
+  private static String sentFromElsewhere(String executorId, RpcAddress sender) {
+    String host = executorHost(executorId);
+    if (host != null && sender != null && !sameHost(host, sender.host())) {
+      return "executor " + executorId + " is on " + host + ", the sender on " + sender.host();
+    }
+    return null;
   }
 
   /** The host of `executorId`'s block manager, or null (not found). */
