@@ -36,13 +36,12 @@ under which no prewarm is safe; callers then move bins the plain way.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from swivel.jobs.spark_helper_jar import HelperUnavailableError, helper_class, java_list
 from swivel.jobs.spark_internals import STORE_DEFAULT, SparkInternals
+from swivel.jobs.spark_prewarm_answers import AnswerWait, new_load_id
 from swivel.jobs.spark_prewarm_context import (
     JobContext,
     StoreSchemas,
@@ -52,27 +51,8 @@ from swivel.jobs.spark_prewarm_context import (
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
 HELPER_API = 14
-# A prewarm reads the answers its loads sent over Spark's RPC (HelperRpc.ANSWER) each time
-# one comes or an answer block is put or removed (the helper's AnswerWatch wakes it), and at
-# least every PREWARM_ANSWER_S. The answer blocks (no Spark job: a look-up in the driver's
-# BlockManagerMaster and a fetch) are read on every wake only for a target without a helper
-# endpoint, and otherwise every PREWARM_FETCH_S, for an answer whose message was lost: a
-# driver fetching blocks runs code it never runs otherwise, first inside a migration's
-# batches (docs/migration.md, "Answers over RPC"). It also polls
-# with a Spark job every PREWARM_POLL_S (one short task per bin, which waits for a slot
-# beside the batch: only for an answer whose announcement failed), and waits for the loads
-# at most PREWARM_TIMEOUT_S. A target whose block manager has been unregistered for
-# PREWARM_LOST_S is lost.
-PREWARM_ANSWER_S = 1.0
-PREWARM_FETCH_S = 5.0
-PREWARM_POLL_S = 30.0
-PREWARM_TIMEOUT_S = 180.0
-PREWARM_LOST_S = 5.0
 # where the helper's `releaseShadows` points a released shadow id (StatePrewarm.RELEASED_EXECUTOR)
 RELEASED_EXECUTOR = "swivel-released"
-# A poll's answers that say the target holds no load of the bin by the asked id, so it will
-# never answer: `no-load` (the target lost it), `superseded` (another load replaced it).
-LOAD_GONE = ("no-load", "superseded")
 
 
 class PrewarmUnavailableError(HelperUnavailableError):
@@ -120,10 +100,11 @@ class StatePrewarm:
     ) -> list[dict[str, Any]]:
         """Load `bins` (every store) on executor `target` at state `version` (default: the
         last committed one) under their shadow ids. The loads run on the executor's loader
-        thread, not in a task: a task only starts them, and each load announces its answer
-        through the block manager, which the driver reads without a Spark job; so the
-        query's tasks keep every slot while a bin downloads. A poll job every
-        `PREWARM_POLL_S` catches an answer whose announcement failed. Blocks until every
+        thread, not in a task (over Spark's RPC where the target's helper endpoint is
+        registered, else from a task that only starts them), and each load sends its answer
+        back without a Spark job (`spark_prewarm_answers.AnswerWait`); so the query's tasks
+        keep every slot while a bin downloads. A poll job every `PREWARM_POLL_S` catches an
+        answer whose message and block were both lost. Blocks until every
         load has answered (call it from a thread, not from a batch); raises when they have
         not after `timeout_s` (None: `PREWARM_TIMEOUT_S`), or when `target`'s block manager
         has been gone for `PREWARM_LOST_S` (the executor is lost). Per bin and store:
@@ -143,56 +124,23 @@ class StatePrewarm:
         started = self._run(
             "load", query, bins, target, host=host, stores=stores, version=version, load_id=load_id
         )
-        answers = {_store_key(r): r for r in started if r.get("status") != "loading"}
-        waiting = {int(r["partition"]) for r in started if r.get("status") == "loading"}
-        if timeout_s is None:
-            timeout_s = PREWARM_TIMEOUT_S
-        deadline = time.monotonic() + timeout_s
-        last_poll = last_fetch = time.monotonic()
-        gone_since: float | None = None  # when a read first found `target` unregistered
-        root, run_id = self.internals.state_root(query), str(query.runId)
-        while waiting:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"bins {sorted(waiting)} still loading after {timeout_s:.0f} s")
-            seen = helper.awaitAnswers(sc, seen, int(_wait_s(gone_since) * 1e3))
-            found: list[dict[str, Any]] = []
-            if helper.registered(target):
-                gone_since = None
-                fetch = not helper.answersOverRpc(target) or (
-                    time.monotonic() - last_fetch >= PREWARM_FETCH_S
-                )
-                last_fetch = time.monotonic() if fetch else last_fetch
-                found = _announced(
-                    helper,
-                    root=root,
-                    run_id=run_id,
-                    bins=sorted(waiting),
-                    stores=stores,
-                    load_id=load_id,
-                    fetch_blocks=fetch,
-                )
-            else:  # no fetch from a block manager that left: it could hang on its address
-                gone_since = gone_since or time.monotonic()
-                if time.monotonic() - gone_since >= PREWARM_LOST_S:
-                    raise RuntimeError(f"executor {target} is gone (its block manager left)")
-            if time.monotonic() - last_poll >= PREWARM_POLL_S:
-                last_poll = time.monotonic()
-                polled = self._run(
-                    "poll",
-                    query,
-                    sorted(waiting),
-                    target,
-                    host=host,
-                    stores=stores,
-                    load_id=load_id,
-                )
-                found += [r for r in polled if _answers(r, load_id)]
-            for result in found:
-                # a store answered earlier keeps that answer (a later poll could only repeat
-                # it, or answer `no-load` once an activation dropped the record)
-                answers.setdefault(_store_key(result), result)
-            waiting = {b for b in waiting if any((b, op, st) not in answers for op, st in stores)}
-        return list(answers.values())
+
+        def poll(waiting: list[int]) -> list[dict[str, Any]]:
+            return self._run(
+                "poll", query, waiting, target, host=host, stores=stores, load_id=load_id
+            )
+
+        wait = AnswerWait(
+            helper,
+            sc,
+            target=target,
+            root=self.internals.state_root(query),
+            run_id=str(query.runId),
+            stores=stores,
+            load_id=load_id,
+            poll=poll,
+        )
+        return wait.until_answered(started, seen, timeout_s)
 
     def switch(
         self,
@@ -413,48 +361,3 @@ class StatePrewarm:
             self.internals.state_root(query),
             str(query.runId),
         )
-
-
-def _wait_s(gone_since: float | None) -> float:
-    """How long the next wait for an answer may sleep: PREWARM_ANSWER_S, shorter while the
-    target is unregistered (a lost executor is told from a slow one within PREWARM_LOST_S)."""
-    if gone_since is None:
-        return PREWARM_ANSWER_S
-    return max(0.0, min(PREWARM_ANSWER_S, PREWARM_LOST_S - (time.monotonic() - gone_since)))
-
-
-def _announced(
-    helper: Any,
-    *,
-    root: str,
-    run_id: str,
-    bins: Sequence[int],
-    stores: Sequence[tuple[int, str]],
-    load_id: str,
-    fetch_blocks: bool,
-) -> list[dict[str, Any]]:
-    """The answers load `load_id` announced so far for `bins` (no Spark job): those sent
-    over RPC, and with `fetch_blocks` those only in an answer block."""
-    found: list[dict[str, Any]] = []
-    for operator, store in stores:
-        answers = helper.announced(root, operator, store, run_id, load_id, list(bins), fetch_blocks)
-        found.extend(json.loads(str(a)) for a in java_list(answers))
-    return found
-
-
-def new_load_id() -> str:
-    """A fresh id for one load call: its answers, polls and release name it."""
-    return uuid.uuid4().hex
-
-
-def _answers(result: dict[str, Any], load_id: str) -> bool:
-    """Whether a poll's answer ends the wait of load `load_id`: its own answer, or one of
-    `LOAD_GONE`."""
-    if result.get("status") in LOAD_GONE:
-        return True
-    return result.get("status") != "loading" and result.get("load_id") == load_id
-
-
-def _store_key(result: dict[str, Any]) -> tuple[int, int, str]:
-    """(bin, operator, store) of one answer."""
-    return int(result["partition"]), int(result["operator"]), str(result["store"])

@@ -27,7 +27,7 @@ from swivel.controllers.migration import Move
 from swivel.jobs.migration.migrations import Migration
 from swivel.jobs.spark_helper_jar import jar_on_session
 from swivel.jobs.spark_internals import SparkInternals
-from swivel.jobs.spark_prewarm import LOAD_GONE, new_load_id
+from swivel.jobs.spark_prewarm_answers import LOAD_GONE, new_load_id
 
 Stores = Callable[[], list[tuple[int, str]]]
 

@@ -19,7 +19,7 @@ import pytest
 
 from swivel.controllers.assignments import bins_by_executor
 from swivel.controllers.migration import Strategy, plan_migration
-from swivel.jobs import spark_prewarm
+from swivel.jobs import spark_prewarm_answers
 from swivel.jobs.jvm import jar_path, spark_jars
 from swivel.jobs.migration.cluster import LocalCluster
 from swivel.jobs.migration.executor import BinMover
@@ -117,8 +117,8 @@ def test_prewarmed_bin_switches_without_reload(
         before = broadcasts()
         updates_before = prewarm._helper().answerUpdates(internals.sc._jsc.sc())
         with monkeypatch.context() as patched:
-            patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
-            patched.setattr(spark_prewarm, "PREWARM_FETCH_S", 1e9)
+            patched.setattr(spark_prewarm_answers, "PREWARM_POLL_S", 1e9)
+            patched.setattr(spark_prewarm_answers, "PREWARM_FETCH_S", 1e9)
             loaded = internals.prewarm(query, [moved], target, hosts[target])
         assert [r["status"] for r in loaded] == ["loaded"], [r.get("error") for r in loaded]
         assert loaded[0].get("answered") == "rpc", loaded  # no block fetched by the driver
@@ -140,8 +140,8 @@ def test_prewarmed_bin_switches_without_reload(
         # 1b. An answer whose announcement is lost still arrives, by the poll (the
         #     control bin, whose copy is then released: it moves the plain way below).
         with monkeypatch.context() as patched:
-            patched.setattr(spark_prewarm, "PREWARM_POLL_S", 0.5)
-            patched.setattr(spark_prewarm, "_announced", lambda *_, **__: [])
+            patched.setattr(spark_prewarm_answers, "PREWARM_POLL_S", 0.5)
+            patched.setattr(spark_prewarm_answers, "_announced", lambda *_, **__: [])
             polled = internals.prewarm(query, [control], target, hosts[target])
         assert [r["status"] for r in polled] == ["loaded"], [r.get("error") for r in polled]
         assert polled[0].get("via") == "rpc", polled  # the load and the poll: no job
@@ -177,7 +177,7 @@ def test_prewarmed_bin_switches_without_reload(
         #     (the helper's failure switch: it waits while a file exists) until the release
         #     has answered, so the release finds it running whatever the machine's load.
         session = internals.query_session(query)
-        orphan_id = spark_prewarm.new_load_id()
+        orphan_id = spark_prewarm_answers.new_load_id()
         hold = tmp_path / "hold-the-load"
         hold.touch()
         with monkeypatch.context() as patched:
@@ -226,8 +226,8 @@ def test_prewarmed_bin_switches_without_reload(
         session.conf().set("swivel.prewarm.test.dropRpcAnswers", "true")
         try:
             with monkeypatch.context() as patched:
-                patched.setattr(spark_prewarm, "PREWARM_POLL_S", 1e9)
-                patched.setattr(spark_prewarm, "PREWARM_FETCH_S", 0.5)
+                patched.setattr(spark_prewarm_answers, "PREWARM_POLL_S", 1e9)
+                patched.setattr(spark_prewarm_answers, "PREWARM_FETCH_S", 0.5)
                 by_block = internals.prewarm(query, [control], target, hosts[target])
         finally:
             session.conf().unset("swivel.prewarm.test.dropRpcAnswers")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from swivel.jobs import spark_prewarm
+from swivel.jobs import spark_prewarm_answers
 from swivel.jobs.spark_prewarm import StatePrewarm
 
 
@@ -145,7 +145,7 @@ def answer(bin_id: int, status: str, load_id: str) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 0.001)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_ANSWER_S", 0.001)
 
 
 def test_an_announced_answer_ends_the_wait_without_a_poll_job() -> None:
@@ -157,7 +157,7 @@ def test_an_announced_answer_ends_the_wait_without_a_poll_job() -> None:
 
 
 def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_POLL_S", 0.0)
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None  # the announcement failed
     prewarm.poll_answers = [answer(7, "loaded", "an-earlier-load"), answer(7, "loading", "")]
@@ -181,8 +181,8 @@ def test_a_poll_job_takes_only_this_loads_answer(monkeypatch: pytest.MonkeyPatch
 def test_a_target_whose_block_manager_left_ends_the_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 0.05)
-    monkeypatch.setattr(spark_prewarm, "PREWARM_LOST_S", 0.2)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_ANSWER_S", 0.05)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_LOST_S", 0.2)
     prewarm = ScriptedPrewarm()
     prewarm.target_registered = False
     began = time.monotonic()
@@ -196,7 +196,7 @@ def test_a_target_whose_block_manager_left_ends_the_wait(
 def test_an_answer_block_update_wakes_the_wait_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Between reads the wait sleeps until an answer block changes, not for a fixed period:
     the load's announcement (a block put, 0.2 s in) ends a sleep of up to 30 s at once."""
-    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 30.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_ANSWER_S", 30.0)
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
 
@@ -216,13 +216,13 @@ def test_an_answer_block_update_wakes_the_wait_at_once(monkeypatch: pytest.Monke
 def test_a_wait_for_an_unregistered_target_ends_when_it_counts_as_lost(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 1.0)
-    monkeypatch.setattr(spark_prewarm, "PREWARM_LOST_S", 5.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_ANSWER_S", 1.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_LOST_S", 5.0)
     now = time.monotonic()
-    assert spark_prewarm._wait_s(None) == 1.0  # registered: the full wait
-    assert spark_prewarm._wait_s(now) == pytest.approx(1.0)  # lost only in 5 s
-    assert spark_prewarm._wait_s(now - 4.7) == pytest.approx(0.3, abs=0.05)  # not past 5 s
-    assert spark_prewarm._wait_s(now - 6.0) == 0.0
+    assert spark_prewarm_answers._wait_s(None) == 1.0  # registered: the full wait
+    assert spark_prewarm_answers._wait_s(now) == pytest.approx(1.0)  # lost only in 5 s
+    assert spark_prewarm_answers._wait_s(now - 4.7) == pytest.approx(0.3, abs=0.05)  # not past 5 s
+    assert spark_prewarm_answers._wait_s(now - 6.0) == 0.0
 
 
 def test_an_earlier_loads_answer_does_not_end_a_new_wait() -> None:
@@ -250,7 +250,7 @@ def test_a_poll_that_finds_this_load_gone_ends_the_wait(
 ) -> None:
     """This load will never answer, so the wait ends at once instead of at its timeout; the
     caller then moves the bin the plain way, on the answer's status."""
-    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_POLL_S", 0.0)
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
     prewarm.poll_answers = [answer(7, status, "")]
@@ -261,7 +261,7 @@ def test_a_poll_that_finds_this_load_gone_ends_the_wait(
 def test_a_load_named_by_its_caller_is_polled_and_released_by_that_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(spark_prewarm, "PREWARM_POLL_S", 0.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_POLL_S", 0.0)
     prewarm = ScriptedPrewarm()
     prewarm.announce_after = None
     prewarm.poll_answers = [answer(7, "loaded", "step-1")]
@@ -304,7 +304,7 @@ def test_an_answer_sent_over_rpc_ends_the_wait_without_reading_a_block(
     """A target with a helper endpoint sends its loads' answers to the driver: the wait takes
     them as they come and fetches no answer block (a driver's first block fetch would run
     inside a migration's batches)."""
-    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 30.0)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_ANSWER_S", 30.0)
     prewarm = ScriptedPrewarm()
     prewarm.endpoint = True
     prewarm.announce_after = None  # no block either way: only the message answers
@@ -328,8 +328,8 @@ def test_an_answer_whose_message_was_lost_is_read_from_its_block_later(
 ) -> None:
     """The message lost (or never sent), the answer block still ends the wait: read every
     PREWARM_FETCH_S, not at every wake, while the target has an endpoint."""
-    monkeypatch.setattr(spark_prewarm, "PREWARM_ANSWER_S", 0.01)
-    monkeypatch.setattr(spark_prewarm, "PREWARM_FETCH_S", 0.3)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_ANSWER_S", 0.01)
+    monkeypatch.setattr(spark_prewarm_answers, "PREWARM_FETCH_S", 0.3)
     prewarm = ScriptedPrewarm()
     prewarm.endpoint = True
     prewarm.announce_after = 1  # the block is there from the first read on
