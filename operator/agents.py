@@ -25,7 +25,9 @@ from pydantic import ValidationError
 from swivel.api.errors import problems_from
 from swivel.jobs.agent.client import AgentClient, AgentRejected, AgentUnreachable
 from swivel.operator.naming import Names
+from swivel.protocol.bodies import PrewarmCheck
 from swivel.protocol.counts import WorkerLoads
+from swivel.protocol.documents import BodyRejected
 from swivel.protocol.loads import ServedLoads
 
 __all__ = [
@@ -65,6 +67,8 @@ class AgentHealth:
     message: str = ""
     # Where the agent moved a corrupt state file at start (it then runs the job's spec).
     state_recovered_from: str | None = None
+    # The driver's prewarm check (None: none reported, or the agent's did not validate).
+    prewarm_check: PrewarmCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,7 @@ class ClientAgentLink:
             workers=len(topology.get("workers") or []),
             message=message,
             state_recovered_from=config.get("stateRecoveredFrom"),
+            prewarm_check=_prewarm_check(config.get("prewarmCheck")),
         )
 
     async def loads(self, job: JobAddress) -> Loads | None:
@@ -241,3 +246,14 @@ class ClientAgentLink:
         async with self._client(job) as client:
             document = await client.get_loads()
         return None if document is None else Loads.from_document(document)
+
+
+def _prewarm_check(document: Any) -> PrewarmCheck | None:
+    """The agent's `prewarmCheck`, validated as the agent validated the driver's: an agent
+    is a pod of the user's job, so one that does not validate is shown as none."""
+    if document is None:
+        return None
+    try:
+        return PrewarmCheck.parse(document)
+    except BodyRejected:
+        return None

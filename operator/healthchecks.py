@@ -11,6 +11,12 @@
 | agent ready                                            | True  | False    | Running          |
 
 `Reconfiguring` is True while a Reconfiguration of the job is Planned or Applying.
+
+`PrewarmReady` says whether `spec.migration.prewarm` can load bins ahead on every executor,
+from the driver's check once the query has committed a batch with state (the agent's
+`prewarmCheck`; docs/migration.md, "Answers over RPC"): True (`HelperAnswered`), False
+(`HelperUnanswered`: the executors that did not answer, and why; their bins move the plain
+way), Unknown (`NotChecked`, `NoExecutors`). Left as it was while the agent does not answer.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from swivel.api.streamjob import JobPhase, LiveOperatorConfig, StreamJobStatus
 from swivel.controllers.assignments import bins_per_executor
 from swivel.controllers.planning import assumed_assignment
 from swivel.operator.agents import AgentHealth
+from swivel.protocol.bodies import PrewarmCheck
 
 CRASH_REASONS = frozenset({"CrashLoopBackOff", "Error", "OOMKilled"})
+NAMED = 5  # executors a PrewarmReady message names (then: and N more)
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,9 @@ def next_status(
         ),
     ):
         conditions = set_condition(conditions, condition)
+    if observation.health is not None:
+        prewarm = prewarm_condition(observation.health.prewarm_check, now, generation)
+        conditions = set_condition(conditions, prewarm)
     executors = current.executors or observation.desired_executors
     health = observation.health
     update: dict[str, Any] = {
@@ -164,3 +175,36 @@ def next_status(
             for name, config in sorted(health.operators.items())
         ]
     return current.model_copy(update=update)
+
+
+def prewarm_condition(check: PrewarmCheck | None, now: datetime, generation: int) -> Condition:
+    """`PrewarmReady` from the driver's last prewarm check (the module's docstring)."""
+    if check is None:
+        status, reason = ConditionStatus.UNKNOWN, "NotChecked"
+        message = (
+            "no prewarm check reported yet: the driver checks once the query has committed a "
+            "batch with state (a stateless query, or a session without the helper jar, has none)"
+        )
+    elif not check.executors:
+        status, reason = ConditionStatus.UNKNOWN, "NoExecutors"
+        message = "the prewarm check found no live executor"
+    elif check.unanswered:
+        status, reason = ConditionStatus.FALSE, "HelperUnanswered"
+        unanswered = list(check.unanswered.items())
+        named = "; ".join(f"executor {e}: {why[:200]}" for e, why in unanswered[:NAMED])
+        more = f" and {len(unanswered) - NAMED} more" if len(unanswered) > NAMED else ""
+        message = (
+            f"{named}{more}. spec.migration.prewarm moves their bins the plain way "
+            "(reloaded in the batch after the switch)."
+        )
+    else:
+        status, reason = ConditionStatus.TRUE, "HelperAnswered"
+        message = f"the prewarm helper answered on every executor ({len(check.executors)})"
+    return Condition(
+        type="PrewarmReady",
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=now,
+        observed_generation=generation,
+    )

@@ -55,6 +55,7 @@ class FakeMover:
     alive: list[str] = field(default_factory=lambda: ["0", "1"])
     stop_after: int | None = None
     closed: bool = False
+    helper_check: dict[str, str] | None = None  # BinMover.helper_check: a test sets it
 
     def attach(self, query: Any) -> None:
         self.query = query

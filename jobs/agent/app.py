@@ -40,6 +40,7 @@ from swivel.protocol.bodies import (
     ActionDone,
     CoordinationReport,
     MigrationReport,
+    PrewarmCheck,
     ProgressReport,
     WorkerEnrolment,
 )
@@ -199,6 +200,12 @@ async def driver_coordination(request: web.Request) -> web.Response:
     return _answer(Received(received=1), 202)
 
 
+async def driver_prewarm_check(request: web.Request) -> web.Response:
+    check = PrewarmCheck.parse(await _json_body(request))
+    request.app[HUB_KEY].record_prewarm_check(check)
+    return _answer(Received(received=1), 202)
+
+
 async def loads(request: web.Request) -> web.Response:
     document = request.app[HUB_KEY].loads()
     if document is None:
@@ -254,6 +261,7 @@ async def config(request: web.Request) -> web.Response:
         coordination_interval_seconds=hub.coordination_interval(),
         # Where a corrupt state file was moved at start (docs/agent.md), else null.
         state_recovered_from=str(hub.state_recovered_from or "") or None,
+        prewarm_check=hub.prewarm_check,
     )
     return _answer(document)
 
@@ -284,6 +292,7 @@ ROUTES: tuple[tuple[str, str, Callable[[web.Request], Any], frozenset[Role]], ..
     ("POST", "/v1/driver/migration", driver_migration, DRIVER),
     ("POST", "/v1/driver/loads", driver_loads, DRIVER),
     ("POST", "/v1/driver/coordination", driver_coordination, DRIVER),
+    ("POST", "/v1/driver/prewarm-check", driver_prewarm_check, DRIVER),
     ("GET", "/v1/loads", loads, OPERATOR),
     ("POST", "/v1/plans", submit_plan, OPERATOR),
     ("GET", "/v1/plans/{plan_id}", get_plan, OPERATOR | DRIVER),

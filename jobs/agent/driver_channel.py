@@ -18,7 +18,12 @@ from swivel.jobs.agent import plans
 from swivel.jobs.agent.driver_actions import COORDINATION_ACTION, MIGRATION_ACTIONS
 from swivel.jobs.agent.parts import HubParts
 from swivel.jobs.agent.plans import PlanRecord
-from swivel.protocol.bodies import CoordinationReport, MigrationReport, ProgressReport
+from swivel.protocol.bodies import (
+    CoordinationReport,
+    MigrationReport,
+    PrewarmCheck,
+    ProgressReport,
+)
 from swivel.protocol.documents import BodyRejected
 
 MAX_BATCH_JUMP = 1_000_000  # a driver's batch id this far beyond the last one is a lie
@@ -31,6 +36,9 @@ class DriverChannel:
         self._config, self._actions, self._loads = parts.config, parts.actions, parts.loads
         self._batches, self._metrics, self._clock = parts.batches, parts.metrics, parts.clock
         self.ready = False  # the driver reported a batch: the job runs (GET /readyz)
+        # the driver's last prewarm check (GET /v1/config); not persisted: a driver checks
+        # once per query run, and an agent that restarted says it has none until the next
+        self.prewarm_check: PrewarmCheck | None = None
 
     # -- batches ----------------------------------------------------------------------------
 
@@ -116,6 +124,10 @@ class DriverChannel:
             self._ledger.put(record)
         self._save()
         self._ledger.settle()
+
+    def record_prewarm_check(self, check: PrewarmCheck) -> None:
+        """The driver's prewarm check (validated by the route), replacing the last one."""
+        self.prewarm_check = check
 
     def record_coordination(self, body: Any) -> None:
         """The driver applied a coordination interval; BodyRejected when not a

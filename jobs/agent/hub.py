@@ -54,6 +54,7 @@ from swivel.jobs.agent.worker_loads import DEFAULT_WINDOW_S, WorkerLoadWindow
 from swivel.jobs.agent.workers import WorkerRegistry
 from swivel.protocol.acks import Ack
 from swivel.protocol.answers import Topology, TopologyOperator, TopologyWorker
+from swivel.protocol.bodies import PrewarmCheck
 from swivel.protocol.counts import WorkerCounts
 from swivel.protocol.snapshots import Snapshot
 
@@ -262,6 +263,13 @@ class Hub:
 
     def coordination_interval(self) -> float | None:
         return self.driver.coordination_interval()
+
+    def record_prewarm_check(self, check: PrewarmCheck) -> None:
+        self.driver.record_prewarm_check(check)
+
+    @property
+    def prewarm_check(self) -> PrewarmCheck | None:
+        return self.driver.prewarm_check
 
     def record_loads(self, body: Any) -> None:
         """The driver's latest load measurement; LoadsRejected (400) when malformed."""

@@ -28,6 +28,7 @@ from swivel.protocol.bodies import (
     ActionDone,
     CoordinationReport,
     MigrationReport,
+    PrewarmCheck,
     ProgressReport,
     SubmissionBody,
     WorkerEnrolment,
@@ -189,6 +190,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         {"202": Answer("Received.", Received), **BODY_REFUSED, "422": IMPLAUSIBLE},
         body=CoordinationReport,
     ),
+    ("POST", "/v1/driver/prewarm-check"): Operation(
+        "The prewarm helper's round trip once the query committed a batch with state: per "
+        "live executor, `answered` or why not; replaces the previous one. Served in "
+        "/v1/config's `prewarmCheck`, which the operator shows as the StreamJob's "
+        "`PrewarmReady` condition.",
+        {"202": Answer("Kept; served in /v1/config.", Received), **BODY_REFUSED},
+        body=PrewarmCheck,
+    ),
     ("GET", "/v1/loads"): Operation(
         "The latest load measurement (what the operator's policy timers read).",
         {
@@ -270,7 +279,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", "/v1/config"): Operation(
         "The live configuration (the current snapshot) and the active plan.",
-        {"200": Answer("The snapshot and the plan in flight.", LiveConfig), **REFUSED},
+        {
+            "200": Answer("The snapshot, the plan in flight and the driver's facts.", LiveConfig),
+            **REFUSED,
+        },
     ),
     ("GET", "/v1/topology"): Operation(
         "The job's operators and the live worker processes hosting them.",

@@ -69,6 +69,10 @@ class AgentDriverChannel:
         """The coordination interval the driver now runs with (`POST /v1/driver/coordination`)."""
         self._call("POST", "/v1/driver/coordination", dict(body))
 
+    def report_prewarm_check(self, body: Mapping[str, Any]) -> None:
+        """The prewarm helper's check at attach (`POST /v1/driver/prewarm-check`)."""
+        self._call("POST", "/v1/driver/prewarm-check", dict(body))
+
     def plan(self, plan_id: str) -> dict[str, Any]:
         """`GET /v1/plans/{id}` (the driver may read a plan's document)."""
         answer = self._call("GET", f"/v1/plans/{urllib.parse.quote(plan_id, safe='')}")

@@ -61,6 +61,7 @@ from swivel.jobs.migration.metrics import (
 from swivel.jobs.migration.state_memory import OperatorRows
 from swivel.jobs.runtime.grouping import CoordinationGroups, timed
 from swivel.jobs.runtime.listening import ProgressListener
+from swivel.protocol.bodies import PrewarmCheck
 
 DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
 # State rows per bin are read with Spark jobs beside the query (the `statestore` reader opens
@@ -140,6 +141,7 @@ class MigrationDriver:
         self._processing_s = 0.0
         self._last_measured: float | None = None  # monotonic
         self._warned: set[str] = set()
+        self._check_sent: dict[str, str] | None = None  # the mover's last helper_check sent
 
     def start(self) -> MigrationDriver:
         self._listener = _Boundaries(self)
@@ -278,6 +280,7 @@ class MigrationDriver:
 
     def _measure_loop(self) -> None:
         while not self._stopping.is_set():
+            self._report_helper_check()
             if not self._batch_done.wait(1.0) or self._stopping.is_set():
                 continue
             remaining = self._remaining_s()
@@ -365,18 +368,30 @@ class MigrationDriver:
 
     # -- reports --------------------------------------------------------------------------
 
+    def _report_helper_check(self) -> None:
+        """The mover's prewarm check, once per check (a query restarted: checked again),
+        for the StreamJob's `PrewarmReady` condition (`POST /v1/driver/prewarm-check`)."""
+        check = self.mover.helper_check
+        if check is None or check is self._check_sent:
+            return
+        body = PrewarmCheck(executors=dict(check), checked_at=time.time()).to_wire()
+        if self._send("/v1/driver/prewarm-check", lambda a: a.report_prewarm_check(body)):
+            self._check_sent = check  # else sent again at the next turn of the loop
+
     def _report(self, body: dict[str, Any]) -> None:
         self._send("/v1/driver/migration", lambda agent: agent.report_migration(body))
 
-    def _send(self, route: str, call: Callable[[AgentDriverChannel], None]) -> None:
-        """One report to the agent; a refusal or an unreachable agent is said once per
-        route and never stops the driver."""
+    def _send(self, route: str, call: Callable[[AgentDriverChannel], None]) -> bool:
+        """One report to the agent, True once it took it; a refusal or an unreachable agent
+        is said once per route and never stops the driver."""
         if self.agent is None or self._stopping.is_set():  # stopping: the agent may be gone
-            return
+            return False
         try:
             call(self.agent)
         except OSError as error:
             self._warn(route, f"{route} not accepted by the agent: {error}")
+            return False
+        return True
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from swivel.api.errors import FieldProblem
+from swivel.protocol.bodies import PrewarmCheck
 from swivel.protocol.documents import Document, WorkerId
 from swivel.protocol.snapshots import Snapshot
 
@@ -100,12 +101,14 @@ class DriverAction(Document):
 
 class LiveConfig(Snapshot):
     """`GET /v1/config`: the current snapshot, the plan in flight, the coordination interval
-    the driver last confirmed (a restarted driver takes it up) and where a corrupt state
-    file was moved at start (docs/agent.md), each null when there is none."""
+    the driver last confirmed (a restarted driver takes it up), where a corrupt state
+    file was moved at start (docs/agent.md) and the driver's last prewarm check, each null
+    when there is none."""
 
     active_plan: str | None = None
     coordination_interval_seconds: float | None = None
     state_recovered_from: str | None = None
+    prewarm_check: PrewarmCheck | None = None
 
 
 class TopologyOperator(Document):

@@ -10,7 +10,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from swivel.protocol.documents import INT_LIMIT, Document, Long, Name, Seconds, Text, WorkerId
+from swivel.protocol.documents import (
+    INT_LIMIT,
+    MAX_NAME,
+    Document,
+    Long,
+    Name,
+    Seconds,
+    Text,
+    WorkerId,
+)
+
+MAX_EXECUTORS = 4096  # executors one prewarm check may name
+ExecutorId = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+ANSWERED = "answered"  # a prewarm check's state of an executor whose helper answered
 
 
 class SubmissionBody(Document):
@@ -89,6 +102,24 @@ class CoordinationReport(Document):
     interval_seconds: Annotated[float, Field(gt=0, le=86400.0, allow_inf_nan=False)]
     plan_id: Name | None = None
     applied_at: Seconds | None = None  # the driver's clock
+
+
+class PrewarmCheck(Document):
+    """`POST /v1/driver/prewarm-check`: the prewarm helper's round trip once the query has
+    committed a batch with state (`StatePrewarm.check`; docs/migration.md, "Answers over
+    RPC"): per live executor, `answered`, or why not. A prewarmed migration's steps whose
+    targets did not answer move the plain way (`prewarmFallback`): the check says so at
+    start, before any Reconfiguration asks for it."""
+
+    executors: Annotated[dict[ExecutorId, Text], Field(max_length=MAX_EXECUTORS)]
+    """Spark's executor id -> `answered`, or the reason the helper did not answer there."""
+    checked_at: Seconds | None = None
+    """Epoch seconds, the driver's clock."""
+
+    @property
+    def unanswered(self) -> dict[str, str]:
+        """The executors whose helper did not answer, with why."""
+        return {e: state for e, state in sorted(self.executors.items()) if state != ANSWERED}
 
 
 class ActionDone(Document):

@@ -53,6 +53,7 @@ VALID: dict[str, Any] = {
     "/v1/driver/migration": {"planId": "fuzz-2", "phase": "Running", "binsMoved": 0},
     "/v1/driver/loads": {"executors": [{"executor": "1"}], "bins": [{"bin": 0, "executor": "1"}]},
     "/v1/driver/coordination": {"intervalSeconds": 5.0},
+    "/v1/driver/prewarm-check": {"executors": {"0": "answered"}, "checkedAt": 1.7e9},
     "/v1/driver/actions/done": {"seq": 1},
 }
 ROUTES = list(VALID)

@@ -23,6 +23,7 @@ BODY_ROUTES = (
     "/v1/driver/migration",
     "/v1/driver/loads",
     "/v1/driver/coordination",
+    "/v1/driver/prewarm-check",
     "/v1/driver/actions/done",
 )
 HOSTILE_BODIES: tuple[tuple[str, bytes], ...] = (
