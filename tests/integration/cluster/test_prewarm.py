@@ -341,6 +341,55 @@ def test_the_helper_registry_takes_only_a_live_executors_endpoint(prewarm_spark:
     assert "not a list" in call_refusal("hello")
     assert "not a swivel-call of 14 fields" in call_refusal(["swivel-call"])
     assert "field 1 is not a StateStoreConf" in call_refusal(["swivel-call"] + ["x"] * 13)
+
+    # a call of the right shape and types that names another provider class (a call
+    # instantiates it) or a target that is not "partition\texecutorId", or too many of them
+    jvm = prewarm_spark._jvm
+    hadoop_conf = internals.sc._jsc.broadcast(
+        jvm.org.apache.spark.util.SerializableConfiguration(internals.sc._jsc.hadoopConfiguration())
+    )
+
+    def call(
+        provider: str,
+        targets: list[str],
+        action: str = "probe",
+        run_id: str = "6f1c2b0e-1a2b-4c3d-8e9f-0a1b2c3d4e5f",
+    ) -> list[Any]:
+        conf = prewarm_spark._jsparkSession.sessionState().conf().clone()
+        conf.setConfString("spark.sql.streaming.stateStore.providerClass", provider)
+        store_conf = jvm.org.apache.spark.sql.execution.streaming.state.StateStoreConf.apply(conf)
+        long_id = 2**31  # py4j hands a Python int this large to Java as a Long, not an Integer
+        return [
+            "swivel-call",
+            store_conf,
+            hadoop_conf,
+            action,
+            "/nowhere/state",
+            long_id,
+            "default",
+            run_id,
+            "load",
+            long_id,
+            "",
+            "",
+            False,
+            targets,
+        ]
+
+    hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    assert call_refusal(call(hdfs, [f"0\t{live}"])) == "answered"  # well formed: it runs
+    assert "provider org.example.Evil is not one of" in call_refusal(
+        call("org.example.Evil", [f"0\t{live}"])
+    )
+    assert "action format-disk is not one of" in call_refusal(
+        call(hdfs, [f"0\t{live}"], action="format-disk")
+    )
+    assert "run id ../../etc is not a UUID" in call_refusal(
+        call(hdfs, [f"0\t{live}"], run_id="../../etc")
+    )
+    for target in ("0", f"zero\t{live}", f"0\t{live}\textra", "1234567890\t1"):
+        assert "a target is not" in call_refusal(call(hdfs, [target])), target
+    assert "4097 targets, over 4096" in call_refusal(call(hdfs, [f"0\t{live}"] * 4097))
     assert list(helper.rpcExecutors(sc)) == before  # a refusal forgets no endpoint
 
 

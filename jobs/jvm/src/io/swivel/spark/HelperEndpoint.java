@@ -19,6 +19,7 @@ import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.regex.Pattern;
 
 import org.apache.spark.SparkEnv;
 import org.apache.spark.broadcast.Broadcast;
@@ -60,6 +61,14 @@ final class HelperEndpoint {
   /** The only providers a call may name: Spark's own (a call instantiates its class). */
   private static final Set<String> PROVIDERS = Set.of(
       HDFSBackedStateStoreProvider.class.getName(), RocksDBStateStoreProvider.class.getName());
+
+  /** The actions a call may name (PrewarmRunner.answer's). */
+  private static final Set<String> ACTIONS =
+      Set.of("load", "poll", "activate", "probe", "release");
+
+  /** A run id as Spark writes one (UUID.toString), before UUID.fromString reads it. */
+  private static final Pattern UUID_TEXT =
+      Pattern.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
 
   // A call's fields: its tag, then these, in this order.
   private static final int STORE_CONF = 1;
@@ -179,6 +188,15 @@ final class HelperEndpoint {
       if (!CALL_FIELDS[i].isInstance(fields.get(i))) {
         return "field " + i + " is not a " + CALL_FIELDS[i].getSimpleName();
       }
+    }
+    if (!ACTIONS.contains((String) fields.get(ACTION))) {
+      return "action " + fields.get(ACTION) + " is not one of " + new TreeSet<>(ACTIONS);
+    }
+    if (!UUID_TEXT.matcher((String) fields.get(RUN_ID)).matches()) {
+      return "run id " + fields.get(RUN_ID) + " is not a UUID";
+    }
+    if ((Long) fields.get(OPERATOR) < 0 || (Long) fields.get(VERSION) < 0) {
+      return "a negative operator id or version";
     }
     String provider = ((StateStoreConf) fields.get(STORE_CONF)).providerClass();
     if (!PROVIDERS.contains(provider)) {
