@@ -5,8 +5,9 @@
  *
  * An executor's first helper task sets up this endpoint on the executor's RpcEnv and sends
  * the driver's registry a reference to it. A call names an action and its bins; the
- * endpoint checks its shape, types, provider and size, runs each bin as the job's task
- * would (PrewarmRunner) on a small pool, and replies with the answers in order. Its
+ * endpoint checks its shape, types, action, run id, provider and size, runs each bin as
+ * the job's task would (PrewarmRunner) on a small pool, and replies with the answers in
+ * order. Its
  * skeleton (`Isolated`) is also the base of the driver's registry (HelperRpc.Registry).
  */
 package io.swivel.spark;
