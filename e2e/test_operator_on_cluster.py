@@ -255,6 +255,23 @@ def test_streamjob_becomes_ready_with_its_children(cluster: Cluster) -> None:
     assert events.items, "no Kubernetes Events for the StreamJob's transitions"
 
 
+def test_the_prewarm_helper_answers_on_every_executor(cluster: Cluster) -> None:
+    """The image carries the helper jar: once the query committed a batch with state, the
+    driver's check reaches the StreamJob as `PrewarmReady=True` (docs/operator.md)."""
+    job = eventually(
+        when(
+            cluster,
+            "streamjobs",
+            cluster.job,
+            lambda obj: (condition(obj, "PrewarmReady") or {}).get("status") in ("True", "False"),
+        ),
+        "the driver's prewarm check in the StreamJob's status",
+    )
+    prewarm = condition(job, "PrewarmReady")
+    assert prewarm is not None and prewarm["status"] == "True", prewarm
+    assert prewarm["reason"] == "HelperAnswered"
+
+
 def test_live_reconfiguration_keeps_the_driver(cluster: Cluster) -> None:
     body = example("reconfiguration.yaml")
     cluster.create("reconfigurations", body)
