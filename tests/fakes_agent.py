@@ -25,6 +25,7 @@ from swivel.operator.agents import (
     JobAddress,
     Loads,
 )
+from swivel.protocol.bodies import PrewarmCheck
 
 
 @dataclass
@@ -73,6 +74,7 @@ class TestingAgentLink:
         self.fail_plans = False
         self.ready = True
         self.loads_by_job: dict[str, Loads] = {}
+        self.prewarm_checks: dict[str, PrewarmCheck] = {}  # the driver's, per job
         self.delay_ms = 12.5
         self.workers = 2
         self.now: Callable[[], str] = _now
@@ -211,6 +213,7 @@ class TestingAgentLink:
             active_plan=running.id if running else None,
             workers=self.workers,
             message="" if self.ready else "waiting for the driver's first progress report",
+            prewarm_check=self.prewarm_checks.get(job.name),
         )
 
     async def loads(self, job: JobAddress) -> Loads | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from swivel.protocol.bodies import PrewarmCheck
 from tests.integration.operator.conftest import Harness
 from tests.polling import wait_for
 
@@ -63,6 +64,28 @@ def test_a_new_job_owns_its_children_and_is_ready_once_its_agent_is(harness: Har
     assert status["observedGeneration"] == 1
     assert status["executors"] == 2
     assert sum(status["binsPerExecutor"].values()) == 16
+
+
+def test_the_drivers_prewarm_check_is_the_prewarm_ready_condition(harness: Harness) -> None:
+    """The health timer shows the agent's `prewarmCheck` as `PrewarmReady`: Unknown before
+    one, True once every executor answered, False naming an executor that did not."""
+    h = harness
+    h.job()
+    h.run_driver()
+    h.await_reason("streamjobs", "fraud-detection", "PrewarmReady", "NotChecked")
+    h.link.prewarm_checks["fraud-detection"] = PrewarmCheck(
+        executors={"1": "answered", "2": "answered"}
+    )
+    answered = h.await_reason("streamjobs", "fraud-detection", "PrewarmReady", "HelperAnswered")
+    assert answered["status"] == "True"
+    h.link.prewarm_checks["fraud-detection"] = PrewarmCheck(
+        executors={"1": "answered", "2": "no helper endpoint registered"}
+    )
+    failed = h.await_reason("streamjobs", "fraud-detection", "PrewarmReady", "HelperUnanswered")
+    assert failed["status"] == "False"
+    assert "executor 2: no helper endpoint registered" in failed["message"]
+    ready = h.condition("streamjobs", "fraud-detection", "Ready")
+    assert ready is not None and ready["status"] == "True"  # prewarm is not readiness
 
 
 def test_an_unreachable_agent_degrades_the_job(harness: Harness) -> None:
