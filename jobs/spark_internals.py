@@ -44,6 +44,10 @@ SUPPORTED = ("4.3.",)
 STORE_DEFAULT = "default"
 _NOT_STORES = ("SSTs", "checkpoint", "logs", "archive")
 
+# a file source's metadata log compacts every this many entries (jobs/migration/source_log.py)
+COMPACT_INTERVAL_KEY = "spark.sql.streaming.fileSource.log.compactInterval"
+COMPACT_INTERVAL_DEFAULT = 10  # Spark 4.3's default
+
 
 class UnsupportedSparkError(RuntimeError):
     """The running Spark is not one this adapter was checked against."""
@@ -244,6 +248,15 @@ class SparkInternals(SparkStatus):
 
     def locality_wait(self) -> str:
         return str(self._jsc.conf().get("spark.locality.wait", "3s"))
+
+    def source_log_compact_interval(self) -> int:
+        """Every how many entries a file source's metadata log compacts (a session setting,
+        read when the source is created; jobs/migration/source_log.py)."""
+        raw = self.spark.conf.get(COMPACT_INTERVAL_KEY, str(COMPACT_INTERVAL_DEFAULT))
+        try:
+            return int(str(raw).strip())
+        except ValueError:
+            return COMPACT_INTERVAL_DEFAULT
 
     def set_locality_wait(self, value: str) -> None:
         """Read by the task scheduler per task set, so a change applies from the next stage."""

@@ -243,7 +243,7 @@ class BinMover:
                 return
             self._settle(active, at_boundary=True)
             if active.step < active.plan.step_count and self._prewarmed.ready(
-                active, self.query, self._hosts
+                active, self.query, self._hosts, batch_id
             ):
                 self._apply_step(active, batch_id)
                 applied = True

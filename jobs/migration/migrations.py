@@ -90,6 +90,9 @@ class Migration:
     boundary_ms: list[float] = field(default_factory=list)
     # of which waiting for the mover's lock (held by the verifier between batches)
     boundary_lock_ms: list[float] = field(default_factory=list)
+    # boundaries a loaded step did not switch at: their batch compacted a file source's
+    # log (jobs/migration/source_log.py), so it switched one batch later
+    switches_deferred: list[int] = field(default_factory=list)
 
     @property
     def moved(self) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 from swivel.controllers.migration import Move
 from swivel.jobs.migration.migrations import Migration
+from swivel.jobs.migration.source_log import compacted_source_log
 from swivel.jobs.spark_helper_jar import jar_on_session
 from swivel.jobs.spark_internals import SparkInternals
 from swivel.jobs.spark_prewarm_answers import LOAD_GONE, new_load_id
@@ -225,9 +226,11 @@ class PrewarmedSteps:
 
         threading.Thread(target=run, daemon=True, name="swivel-prewarm-endpoints").start()
 
-    def ready(self, migration: Migration, query: Any, hosts: dict[str, str]) -> bool:
-        """Whether the next step may switch at this boundary: always without prewarm; with
-        it, once its bins are loaded on their targets (or prewarm gave up: plain moves)."""
+    def ready(self, migration: Migration, query: Any, hosts: dict[str, str], batch_id: int) -> bool:
+        """Whether the next step may switch at the boundary after batch `batch_id`: always
+        without prewarm; with it, once its bins are loaded on their targets (or prewarm gave
+        up: plain moves), and not after a batch that compacted a file source's log (the
+        switch would add to it: one batch later, `source_log.py`)."""
         if not migration.prewarm or migration.prewarm_fallback:
             return True
         if not migration.plan.steps[migration.step].moves:
@@ -238,6 +241,11 @@ class PrewarmedSteps:
             return key not in self._steps  # refused: plain moves now
         prewarm, since = self._steps[key]
         if prewarm.ready:
+            if compacted_source_log(
+                query.lastProgress, batch_id, self.internals.source_log_compact_interval()
+            ):
+                migration.switches_deferred.append(batch_id)
+                return False
             return True
         if time.monotonic() - since > self.timeout_s:
             self._give_up(

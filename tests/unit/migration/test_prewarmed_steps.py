@@ -55,7 +55,11 @@ class PrewarmingInternals(FakeInternals):
         self.load_ids: list[str] = []  # the load id each prewarm call was given
         self.released_loads: list[str] = []  # the load id each release named
         self.answer_timeouts: list[float | None] = []  # each load's wait for its answers
+        self.compact_interval = 10  # a file source's log compacts every this many entries
         self._prewarmer = FakePrewarmer(self)
+
+    def source_log_compact_interval(self) -> int:
+        return self.compact_interval
 
     def prewarmer(self) -> FakePrewarmer:
         return self._prewarmer
@@ -507,3 +511,46 @@ def test_each_switched_step_records_its_top_up() -> None:
             "via": ["job"],
         },
     ]
+
+
+def test_a_loaded_step_does_not_switch_after_a_batch_that_compacted_the_source_log() -> None:
+    """The switch would add to the batch that read the file source's log (every tenth
+    entry, source_log.py): it waits one batch, and the migration records which boundary."""
+    fake = PrewarmingInternals(4)
+    fake.loads_may_finish.clear()
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    query = mover.query
+
+    def boundary_after(batch: int) -> None:
+        # what the boundary after `batch` reads: the progress of the batch before it, whose
+        # file source wrote log entry batch - 1 (so batch 9 writes entry 9, which compacts)
+        query.lastProgress = {
+            "batchId": batch - 1,
+            "sources": [
+                {"description": "FileStreamSource[file:/in]", "endOffset": {"logOffset": batch - 1}}
+            ],
+        }
+        fake.run_batch(batch)
+        mover.boundary(batch)
+
+    for batch in range(1, 9):  # the load runs until batch 8 has ended
+        boundary_after(batch)
+    fake.loads_may_finish.set()
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    boundary_after(9)  # loaded, but batch 9 compacted the log: no switch
+    assert fake.switched == [] and migration.switches_deferred == [9]
+    boundary_after(10)
+    assert fake.switched == [(0, 11)]  # after batch 10, topped up to what batch 11 reads
+    assert migration.switches_deferred == [9]
+
+
+def test_without_a_file_source_a_loaded_step_switches_at_once() -> None:
+    fake = PrewarmingInternals(4)
+    fake.loads_may_finish.clear()
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    batch = drive(fake, mover, 0, 8)
+    fake.loads_may_finish.set()
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    mover.query.lastProgress = {"batchId": batch, "sources": [{"description": "RateStreamV2"}]}
+    drive(fake, mover, batch, 1)  # batch 9: it would have compacted a file source's log
+    assert fake.switched == [(0, 10)] and migration.switches_deferred == []

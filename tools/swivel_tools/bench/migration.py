@@ -297,6 +297,8 @@ class SizeRun:
                 "prewarm_ms": migration.prewarm_ms,  # per step: its loads (queued ones included)
                 # per step: its switch's top-up (slowest copy's ms; replayed or reopened)
                 "topups": migration.topups,
+                # boundaries a loaded step waited out: their batch compacted the input's log
+                "switches_deferred": migration.switches_deferred,
             }
         moved_into = moved_in(migration)
         started_at: float | None = None
