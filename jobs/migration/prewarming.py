@@ -241,9 +241,7 @@ class PrewarmedSteps:
             return key not in self._steps  # refused: plain moves now
         prewarm, since = self._steps[key]
         if prewarm.ready:
-            if compacted_source_log(
-                query.lastProgress, batch_id, self.internals.source_log_compact_interval()
-            ):
+            if self._after_compaction(query, batch_id):
                 migration.switches_deferred.append(batch_id)
                 return False
             return True
@@ -253,6 +251,16 @@ class PrewarmedSteps:
             )
             return True
         return False
+
+    def _after_compaction(self, query: Any, batch_id: int) -> bool:
+        """Whether batch `batch_id` compacted a file source's log; False when the progress
+        or the setting cannot be read (the boundary runs inside the user's batch: a failure
+        here must not fail it, the switch then only does not wait)."""
+        try:
+            interval = self.internals.source_log_compact_interval()
+            return compacted_source_log(query.lastProgress, batch_id, interval)
+        except Exception:
+            return False
 
     def start(self, migration: Migration, query: Any, hosts: dict[str, str]) -> None:
         """Start loading the migration's next `ahead` steps with moves, those not loading

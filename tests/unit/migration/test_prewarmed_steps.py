@@ -554,3 +554,25 @@ def test_without_a_file_source_a_loaded_step_switches_at_once() -> None:
     mover.query.lastProgress = {"batchId": batch, "sources": [{"description": "RateStreamV2"}]}
     drive(fake, mover, batch, 1)  # batch 9: it would have compacted a file source's log
     assert fake.switched == [(0, 10)] and migration.switches_deferred == []
+
+
+def test_a_progress_that_cannot_be_read_does_not_hold_the_switch() -> None:
+    """The boundary runs inside the user's batch: a query whose progress read fails (it
+    is stopping) must not fail that batch; the loaded step then switches without waiting."""
+    fake = PrewarmingInternals(4)
+    fake.loads_may_finish.clear()
+    mover, migration = prewarmed_move_of_bin_0(fake)
+    batch = drive(fake, mover, 0, 8)
+    fake.loads_may_finish.set()
+    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+
+    class Stopping:
+        runId = "run-1"  # noqa: N815 - Spark's attribute name
+
+        @property
+        def lastProgress(self) -> Any:
+            raise RuntimeError("py4j: the query stopped")
+
+    mover.query = Stopping()
+    drive(fake, mover, batch, 1)
+    assert fake.switched == [(0, batch + 2)] and migration.switches_deferred == []
