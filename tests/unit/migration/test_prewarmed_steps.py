@@ -544,13 +544,20 @@ def test_a_loaded_step_does_not_switch_after_a_batch_that_compacted_the_source_l
     assert migration.switches_deferred == [9]
 
 
-def test_without_a_file_source_a_loaded_step_switches_at_once() -> None:
+def loaded_after_eight_batches() -> tuple[PrewarmingInternals, BinMover, Any, int]:
+    """Bin 0's step, loaded once batch 8 has ended: its next boundary is batch 9's, the one
+    that would compact a file source's log (every tenth entry)."""
     fake = PrewarmingInternals(4)
     fake.loads_may_finish.clear()
     mover, migration = prewarmed_move_of_bin_0(fake)
     batch = drive(fake, mover, 0, 8)
     fake.loads_may_finish.set()
     until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    return fake, mover, migration, batch
+
+
+def test_without_a_file_source_a_loaded_step_switches_at_once() -> None:
+    fake, mover, migration, batch = loaded_after_eight_batches()
     mover.query.lastProgress = {"batchId": batch, "sources": [{"description": "RateStreamV2"}]}
     drive(fake, mover, batch, 1)  # batch 9: it would have compacted a file source's log
     assert fake.switched == [(0, 10)] and migration.switches_deferred == []
@@ -559,12 +566,7 @@ def test_without_a_file_source_a_loaded_step_switches_at_once() -> None:
 def test_a_progress_that_cannot_be_read_does_not_hold_the_switch() -> None:
     """The boundary runs inside the user's batch: a query whose progress read fails (it
     is stopping) must not fail that batch; the loaded step then switches without waiting."""
-    fake = PrewarmingInternals(4)
-    fake.loads_may_finish.clear()
-    mover, migration = prewarmed_move_of_bin_0(fake)
-    batch = drive(fake, mover, 0, 8)
-    fake.loads_may_finish.set()
-    until(lambda: all(p.ready for p, _ in mover._prewarmed._steps.values()))
+    fake, mover, migration, batch = loaded_after_eight_batches()
 
     class Stopping:
         runId = "run-1"  # noqa: N815 - Spark's attribute name
