@@ -48,6 +48,7 @@ from swivel.jobs.spark_prewarm_context import (
     job_context,
     settings_refusal,
 )
+from swivel.protocol.bodies import ANSWERED
 
 HELPER_CLASS = "io.swivel.spark.StatePrewarm"
 HELPER_API = 14
@@ -268,7 +269,7 @@ class StatePrewarm:
             executor = str(result.get("executor"))
             if result.get("via") != "rpc" or "error" in result:
                 states.setdefault(executor, str(result.get("rpc_failed") or result))
-            states.setdefault(executor, "answered")  # every store's answer must be one
+            states.setdefault(executor, ANSWERED)  # every store's answer must be one
         return states
 
     # -- helpers --------------------------------------------------------------------------

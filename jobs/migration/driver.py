@@ -62,6 +62,7 @@ from swivel.jobs.migration.state_memory import OperatorRows
 from swivel.jobs.runtime.grouping import CoordinationGroups, timed
 from swivel.jobs.runtime.listening import ProgressListener
 from swivel.protocol.bodies import PrewarmCheck
+from swivel.protocol.documents import MAX_TEXT
 
 DEFAULT_COORDINATION_INTERVAL_S = 60.0  # Flux's first collection phase; AIMD tunes it
 # State rows per bin are read with Spark jobs beside the query (the `statestore` reader opens
@@ -374,7 +375,10 @@ class MigrationDriver:
         check = self.mover.helper_check
         if check is None or check is self._check_sent:
             return
-        body = PrewarmCheck(executors=dict(check), checked_at=time.time()).to_wire()
+        # a reason is a Java failure's text: cut to what the wire document takes, so that
+        # building it cannot end this loop (the agent would refuse it anyway)
+        executors = {e: why[:MAX_TEXT] for e, why in check.items()}
+        body = PrewarmCheck(executors=executors, checked_at=time.time()).to_wire()
         if self._send("/v1/driver/prewarm-check", lambda a: a.report_prewarm_check(body)):
             self._check_sent = check  # else sent again at the next turn of the loop
 

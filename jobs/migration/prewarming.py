@@ -29,6 +29,7 @@ from swivel.jobs.migration.source_log import compacted_source_log
 from swivel.jobs.spark_helper_jar import jar_on_session
 from swivel.jobs.spark_internals import SparkInternals
 from swivel.jobs.spark_prewarm_answers import LOAD_GONE, new_load_id
+from swivel.protocol.bodies import ANSWERED
 
 Stores = Callable[[], list[tuple[int, str]]]
 
@@ -218,7 +219,7 @@ class PrewarmedSteps:
                 if jar_on_session(self.internals) and _wait_for_a_batch(query, CHECK_WAIT_S):
                     states = self.internals.prewarmer().check(query)
                     self.helper_check = states
-                    failed = {e: s for e, s in states.items() if s != "answered"}
+                    failed = {e: s for e, s in states.items() if s != ANSWERED}
                     if failed:
                         print(f"swivel: the prewarm helper did not answer: {failed}")
             except Exception as error:  # e.g. a stateless query: nothing to prewarm

@@ -135,3 +135,15 @@ def test_the_operator_link_reads_the_check_into_agent_health(agent: Any, call: A
     health_seen = asyncio.run(health())
     assert health_seen.prewarm_check is not None
     assert health_seen.prewarm_check.unanswered == {"1": "no helper endpoint registered"}
+
+
+def test_a_reason_longer_than_the_wire_takes_is_cut_not_fatal(agent: Any, call: Any) -> None:
+    """A reason is a Java failure's text, which can run long: the driver cuts it to the
+    document's 4 096 characters instead of failing to build it (which would end the loop
+    that also measures the loads)."""
+    mover = FakeMover(helper_check={"0": "java.lang.IllegalStateException: " + "x" * 9000})
+    driver = _driver(agent, mover)
+    driver._report_helper_check()
+    assert driver._check_sent is mover.helper_check
+    served = _served(agent, call)["executors"]["0"]
+    assert len(served) == 4096 and served.startswith("java.lang.IllegalStateException")

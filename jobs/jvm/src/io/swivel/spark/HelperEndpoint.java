@@ -63,10 +63,6 @@ final class HelperEndpoint {
   private static final Set<String> PROVIDERS = Set.of(
       HDFSBackedStateStoreProvider.class.getName(), RocksDBStateStoreProvider.class.getName());
 
-  /** The actions a call may name (PrewarmRunner.answer's). */
-  private static final Set<String> ACTIONS =
-      Set.of("load", "poll", "activate", "probe", "release");
-
   /** A run id as Spark writes one (UUID.toString), before UUID.fromString reads it. */
   private static final Pattern UUID_TEXT =
       Pattern.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
@@ -190,8 +186,9 @@ final class HelperEndpoint {
         return "field " + i + " is not a " + CALL_FIELDS[i].getSimpleName();
       }
     }
-    if (!ACTIONS.contains((String) fields.get(ACTION))) {
-      return "action " + fields.get(ACTION) + " is not one of " + new TreeSet<>(ACTIONS);
+    if (!PrewarmRunner.ACTIONS.contains((String) fields.get(ACTION))) {
+      return "action " + fields.get(ACTION) + " is not one of "
+          + new TreeSet<>(PrewarmRunner.ACTIONS);
     }
     if (!UUID_TEXT.matcher((String) fields.get(RUN_ID)).matches()) {
       return "run id " + fields.get(RUN_ID) + " is not a UUID";

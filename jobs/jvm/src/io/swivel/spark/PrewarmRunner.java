@@ -81,6 +81,10 @@ final class PrewarmRunner implements Function<Spec, String> {
     return answer(spec);
   }
 
+  /** The actions `answer` dispatches (HelperEndpoint refuses a call naming another). */
+  static final java.util.Set<String> ACTIONS =
+      java.util.Set.of("load", "poll", "activate", "probe", "release");
+
   /** The call's work, on the job's task or on the executor's endpoint (HelperEndpoint). */
   String answer(Spec spec) throws Exception {
     String here = SparkEnv.get().executorId();
