@@ -199,6 +199,9 @@ class PrewarmedSteps:
         # per (migration, step): its prewarm, and since when it is the next step to switch
         # (its timeout counts from then: a step loaded ahead waits behind the one before)
         self._steps: dict[tuple[str, int], tuple[StepPrewarm, float]] = {}
+        # the file source log's compaction interval: Spark reads it when the query's source
+        # is created, so it is read once per attach, at the first loaded step's boundary
+        self._compact_interval: int | None = None
 
     def register_endpoints_soon(self, query: Any) -> None:
         """Set up the executors' helper endpoints in the background, ahead of any
@@ -209,6 +212,7 @@ class PrewarmedSteps:
         executor; a failure only means the first steps use jobs. Then, once the query has
         committed a batch, one round trip of the helper's (`StatePrewarm.check`): a helper
         that does not answer is reported at start, not at the first migration."""
+        self._compact_interval = None  # a new run may have another setting
 
         def run() -> None:
             try:
@@ -258,8 +262,9 @@ class PrewarmedSteps:
         or the setting cannot be read (the boundary runs inside the user's batch: a failure
         here must not fail it, the switch then only does not wait)."""
         try:
-            interval = self.internals.source_log_compact_interval()
-            return compacted_source_log(query.lastProgress, batch_id, interval)
+            if self._compact_interval is None:
+                self._compact_interval = self.internals.source_log_compact_interval()
+            return compacted_source_log(query.lastProgress, batch_id, self._compact_interval)
         except Exception:
             return False
 

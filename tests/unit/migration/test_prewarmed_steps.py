@@ -56,9 +56,11 @@ class PrewarmingInternals(FakeInternals):
         self.released_loads: list[str] = []  # the load id each release named
         self.answer_timeouts: list[float | None] = []  # each load's wait for its answers
         self.compact_interval = 10  # a file source's log compacts every this many entries
+        self.compact_interval_reads = 0
         self._prewarmer = FakePrewarmer(self)
 
     def source_log_compact_interval(self) -> int:
+        self.compact_interval_reads += 1
         return self.compact_interval
 
     def prewarmer(self) -> FakePrewarmer:
@@ -561,6 +563,26 @@ def test_without_a_file_source_a_loaded_step_switches_at_once() -> None:
     mover.query.lastProgress = {"batchId": batch, "sources": [{"description": "RateStreamV2"}]}
     drive(fake, mover, batch, 1)  # batch 9: it would have compacted a file source's log
     assert fake.switched == [(0, 10)] and migration.switches_deferred == []
+
+
+def test_the_compaction_setting_is_read_once_per_attach() -> None:
+    """Spark reads it when the query's source is created: one py4j read at the first
+    loaded step's boundary, not one per boundary (here two: one waited out, one switching);
+    a new run (attach) reads it again."""
+    fake, mover, migration, batch = loaded_after_eight_batches()
+    for ended in (batch + 1, batch + 2):  # 9 compacts its log entry, 10 does not
+        mover.query.lastProgress = {
+            "batchId": ended - 1,
+            "sources": [
+                {"description": "FileStreamSource[file:/in]", "endOffset": {"logOffset": ended - 1}}
+            ],
+        }
+        fake.run_batch(ended)
+        mover.boundary(ended)
+    assert migration.switches_deferred == [9] and fake.switched == [(0, 11)]
+    assert fake.compact_interval_reads == 1
+    mover.attach(mover.query)
+    assert mover._prewarmed._compact_interval is None
 
 
 def test_a_progress_that_cannot_be_read_does_not_hold_the_switch() -> None:
