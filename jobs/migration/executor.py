@@ -259,18 +259,9 @@ class BinMover:
         try:
             done = steps_already_done(migration.plan, self.current_assignment())
         except StalePlanError as error:
-            migration.phase, migration.message = "Failed", str(error)
-            migration.finished_at = time.monotonic()
-            migration.done.set()
+            migration.fail(str(error))
             return False
-        for step in migration.plan.steps[:done]:  # carried out by an earlier driver
-            for move in step.moves:
-                migration.outcomes[move.bin].status = "landed"
-                migration.outcomes[move.bin].served_by = move.target
-        migration.step, migration.step_batches = done, [None] * done
-        migration.phase = "Running"
-        migration.started_at = time.monotonic()
-        migration.first_batch = batch_id + 1
+        migration.begin(done, batch_id)
         self._saved_wait = self.internals.locality_wait()
         self.internals.set_locality_wait(self.migration_locality_wait)
         self._watch_batches = True
@@ -319,12 +310,6 @@ class BinMover:
         )
 
     def _finish(self, migration: Migration, batch_id: int) -> None:
-        migration.finished_at = time.monotonic()
-        migration.last_batch = batch_id
-        migration.phase = "Completed"
-        if migration.landed_elsewhere:
-            bins = [o.move.bin for o in migration.landed_elsewhere]
-            migration.message = f"bins {bins} were served elsewhere than planned (reported)"
         self._active = None
         self._prewarmed.drop(migration)
         if not self._queue:
@@ -332,7 +317,7 @@ class BinMover:
             if self._saved_wait is not None:
                 self.internals.set_locality_wait(self._saved_wait)
                 self._saved_wait = None
-        migration.done.set()
+        migration.complete(batch_id)
 
     def _report(self, migration: Migration) -> None:
         if self.on_progress is not None:
@@ -395,10 +380,9 @@ class BinMover:
     ) -> Migration:
         """A migration that failed before its first step (nothing moved), reported."""
         migration = Migration(f"migration-{next(_ids)}", plan, None, kind)
-        migration.phase, migration.message = "Failed", reason
+        migration.fail(reason)
         if on_submit is not None:
             on_submit(migration)
-        migration.done.set()
         self._report(migration)
         return migration
 

@@ -13,6 +13,7 @@ to run them on the taker, which landed and which were served elsewhere).
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +112,36 @@ class Migration:
         if self.started_at is None or self.finished_at is None:
             return None
         return self.finished_at - self.started_at
+
+    # -- transitions (BinMover makes them, at a boundary or on its verifier) ------------
+
+    def begin(self, steps_done: int, batch_id: int) -> None:
+        """Running from the boundary after `batch_id`; its first `steps_done` steps were
+        carried out by an earlier driver (a resumed plan): their moves count as landed."""
+        for step in self.plan.steps[:steps_done]:
+            for move in step.moves:
+                self.outcomes[move.bin].status = "landed"
+                self.outcomes[move.bin].served_by = move.target
+        self.step, self.step_batches = steps_done, [None] * steps_done
+        self.phase = "Running"
+        self.started_at = time.monotonic()
+        self.first_batch = batch_id + 1
+
+    def complete(self, batch_id: int) -> None:
+        """Every move settled by batch `batch_id`; those served elsewhere are named."""
+        self.finished_at = time.monotonic()
+        self.last_batch = batch_id
+        self.phase = "Completed"
+        if self.landed_elsewhere:
+            bins = [o.move.bin for o in self.landed_elsewhere]
+            self.message = f"bins {bins} were served elsewhere than planned (reported)"
+        self.done.set()
+
+    def fail(self, reason: str) -> None:
+        """Failed before its first step: nothing moved."""
+        self.phase, self.message = "Failed", reason
+        self.finished_at = time.monotonic()
+        self.done.set()
 
     def to_dict(self) -> dict[str, Any]:
         return {

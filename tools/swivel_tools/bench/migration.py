@@ -29,7 +29,6 @@ import contextlib
 import shutil
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +40,25 @@ from swivel.jobs.migration.migrations import Migration
 from swivel.jobs.migration.state_memory import bin_state, read_state_rows
 from swivel_tools.bench import migration_figures as figures
 from swivel_tools.bench.migration_anatomy import (
-    batch_anatomy,
-    batch_breakdown,
-    epoch,
+    batch_times,
     moved_in,
     reload_figures,
     task_times,
+    worst_batch_figures,
 )
 from swivel_tools.bench.migration_plots import plot_excess, plot_timelines
-from swivel_tools.bench.migration_report import keep_size_result, load_average, size_extras
+from swivel_tools.bench.migration_report import (
+    bench_report,
+    keep_size_result,
+    load_average,
+    prewarm_figures,
+    staggering_figures,
+)
 from swivel_tools.bench.migration_settings import (
     PREWARMED,
     STEADY_RUN_MARGIN,
     BenchConfig,
-    cleanup_ratio,
-    migration_conf,
+    session_conf,
     storage_description,
     strategies_to_run,
 )
@@ -64,16 +67,6 @@ from swivel_tools.bench.thread_cpu import ThreadCpuRecorder, thread_cpu_report
 from swivel_tools.bench.workload import KeyedWorkload
 
 __all__ = ["BenchConfig", "run_migration_bench"]
-
-
-def _durations(query: Any, first: int, last: int) -> list[figures.BatchTime]:
-    out = []
-    for progress in query.recentProgress:
-        batch = int(progress["batchId"])
-        if first <= batch <= last:
-            ms = float(progress["durationMs"]["triggerExecution"])
-            out.append((batch, ms, epoch(progress["timestamp"]) + ms / 1e3))
-    return sorted(out)
 
 
 class SizeRun:
@@ -163,7 +156,7 @@ class SizeRun:
             results[strategy].update(moved_bytes=moved_bytes, moved_reload_bytes=on_disk)
             self.settle(self.mover.migrate(original, "all-at-once"))  # back, not measured
             first, last = self._spans[strategy]
-            self.timelines[strategy] = _durations(self.workload.query, first, last)
+            self.timelines[strategy] = batch_times(self.workload.query, first, last)
         # every steady batch recorded before a strategy's migration, pooled
         before = [d for run in self.steady for _, d, _ in run]
         steady_run = self.record_steady_run()
@@ -175,13 +168,7 @@ class SizeRun:
         self.workload.stop()
         rows_after = sum(self.workload.state_rows_per_bin().values())
         mismatched = self.workload.count_mismatches(self.workload.processed_files())
-        staggering = self.mover.snapshots
-        phases = {
-            "passes": staggering.passes,
-            "last": asdict(staggering.report) if staggering.report else None,
-            "reason": staggering.reason,
-            "error": staggering.error,
-        }
+        phases = staggering_figures(self.mover.snapshots)
         self.mover.close()
         return {
             "keys": self.keys,
@@ -209,7 +196,7 @@ class SizeRun:
             return {"batches": None, "p50_ms": None}
         start = self.workload.batches_done() + 1
         self.workload.wait_for_batch(start + count - 1, timeout=cfg.timeout_s)
-        run = _durations(self.workload.query, start, start + count - 1)
+        run = batch_times(self.workload.query, start, start + count - 1)
         self.steady.append(run)
         if not run:
             return {"batches": [start, start + count - 1], "p50_ms": None}
@@ -222,13 +209,7 @@ class SizeRun:
             # every `snapshot_every` versions)?
             "batch_ms": [[batch, ms] for batch, ms, _ in run],
             # the slowest batch with no migration, taken apart as a strategy's worst is
-            "worst_batch": {
-                "batch": worst,
-                "stateful_stage": batch_anatomy(
-                    self.mover.internals, str(query.runId), worst, cfg.bins, set()
-                ),
-                **batch_breakdown(self.mover.internals, query, worst),
-            },
+            "worst_batch": worst_batch_figures(self.mover.internals, query, worst, cfg.bins, set()),
         }
 
     def _start_migration(self, strategy: str, target: dict[int, str]) -> Migration:
@@ -253,7 +234,7 @@ class SizeRun:
         cfg, workload, query = self.config, self.workload, self.workload.query
         start = workload.batches_done() + 1
         workload.wait_for_batch(start + cfg.steady_batches - 1, timeout=cfg.timeout_s)
-        steady_batches = _durations(query, start, start + cfg.steady_batches - 1)
+        steady_batches = batch_times(query, start, start + cfg.steady_batches - 1)
         self.steady.append(steady_batches)
         began = time.time()
         migration = self._start_migration(strategy, target)
@@ -292,17 +273,10 @@ class SizeRun:
         extra["boundary_ms"] = migration.boundary_ms
         extra["boundary_lock_ms"] = migration.boundary_lock_ms
         if prewarm:
-            extra |= {
-                "bins_prewarmed": len(migration.prewarmed),
-                "prewarm_ms": migration.prewarm_ms,  # per step: its loads (queued ones included)
-                # per step: its switch's top-up (slowest copy's ms; replayed or reopened)
-                "topups": migration.topups,
-                # boundaries a loaded step waited out: their batch compacted the input's log
-                "switches_deferred": migration.switches_deferred,
-            }
+            extra |= prewarm_figures(migration)
         moved_into = moved_in(migration)
         started_at: float | None = None
-        window = _durations(query, first, last)
+        window = batch_times(query, first, last)
         spike = figures.excess(window, steady)
         if calls is not None:  # over its steady batches and its migration
             extra["py4j_calls"] = calls.report()
@@ -332,17 +306,13 @@ class SizeRun:
             # switched a step: where in the window the worst batch fell, and what it carried
             "window_ms": [ms for _, ms, _ in window],
             "switch_batches": [b for b in migration.step_batches if b is not None],
-            "worst_batch": {
-                "batch": spike.worst_batch,
-                "stateful_stage": batch_anatomy(
-                    self.mover.internals,
-                    str(query.runId),
-                    spike.worst_batch,
-                    cfg.bins,
-                    {b for b in original if original[b] != target[b]},
-                ),
-                **batch_breakdown(self.mover.internals, query, spike.worst_batch),
-            },
+            "worst_batch": worst_batch_figures(
+                self.mover.internals,
+                query,
+                spike.worst_batch,
+                cfg.bins,
+                {b for b in original if original[b] != target[b]},
+            ),
             "storage_reads": reads,
             "moved_task_extra_ms": figures.moved_task_extra(
                 task_times(self.mover, str(query.runId), sorted(moved_into), cfg.bins), moved_into
@@ -365,20 +335,8 @@ def run_migration_bench(
     finished = False
     loads = [load_average("start")]
     began = time.monotonic()
-    jar = str(jvm.jar_path()) if jvm.jar_path() else None
     log = root / "throttled-reads.tsv" if config.storage == "throttled" else None
-    conf = {
-        **migration_conf(config),
-        **figures.storage_conf(
-            config.storage,
-            read_mb_per_s=config.read_mb_per_s,
-            open_latency_ms=config.open_latency_ms,
-            log=log,
-            jar=jar,
-        ),
-    }
-    if jar is not None and config.storage == "local":
-        conf["spark.jars"] = jar  # the prewarm helper (throttled: on the class path already)
+    conf = session_conf(config, log, str(jvm.jar_path()) if jvm.jar_path() else None)
     cluster = LocalCluster(
         workers=1,
         root=root / "cluster",
@@ -412,31 +370,15 @@ def run_migration_bench(
         loads.append(load_average("end"))
         chosen_keys = config.chosen_keys or max(config.sweep_keys)
         chosen = next(s for s in sweep if s["keys"] == chosen_keys)
-        top = dict(chosen["strategies"])
-        if prewarm_reason:
-            top[PREWARMED] = None
-        report: dict[str, Any] = {
-            "steady_batch_ms": {"p50": chosen["steady_p50_ms"], "keys": chosen_keys},
-            "strategies": top,
-            "state_rows": chosen["state_rows"],
-            "storage": storage_description(config, log),
-            "sweep": [
-                {**figures.sweep_row(s["keys"], s["strategies"]), **size_extras(s)} for s in sweep
-            ],
-            "load_average": loads,
-            "counts_match_reference": all(s["counts_match_reference"] for s in sweep),
-            "setup": {
-                **asdict(config),
-                "cleanup_ratio": cleanup_ratio(config),
-                "run_s": round(time.monotonic() - began, 1),
-            },
-        }
-        report.update(
-            goal=figures.bounded_ratio(report["sweep"]),
-            prewarm_goal=figures.prewarm_ratio(report["sweep"]),
+        report = bench_report(
+            config,
+            sweep,
+            chosen,
+            loads=loads,
+            storage=storage_description(config, log),
+            run_s=round(time.monotonic() - began, 1),
+            prewarm_reason=prewarm_reason,
         )
-        if prewarm_reason:
-            report["reason"] = {PREWARMED: prewarm_reason}
         if plot_dir is not None:
             run = runs[chosen_keys]
             paths = plot_timelines(run.timelines, chosen["steady_p50_ms"], plot_dir, run.windows)

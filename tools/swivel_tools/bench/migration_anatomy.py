@@ -140,6 +140,31 @@ def batch_anatomy(
     return out
 
 
+def batch_times(query: Any, first: int, last: int) -> list[tuple[int, float, float]]:
+    """(batch, its `triggerExecution` ms, its end as epoch seconds) of batches `first` to
+    `last` still in the query's `recentProgress`, in batch order."""
+    out = []
+    for progress in query.recentProgress:
+        batch = int(progress["batchId"])
+        if first <= batch <= last:
+            ms = float(progress["durationMs"]["triggerExecution"])
+            out.append((batch, ms, epoch(progress["timestamp"]) + ms / 1e3))
+    return sorted(out)
+
+
+def worst_batch_figures(
+    internals: Any, query: Any, batch_id: int, bins: int, moved: set[int]
+) -> dict[str, Any]:
+    """A slow batch taken apart: its stateful stage per executor (the `moved` bins' tasks
+    apart) and where the rest of its wall time went; a strategy's worst batch and the
+    no-migration run's are read alike."""
+    return {
+        "batch": batch_id,
+        "stateful_stage": batch_anatomy(internals, str(query.runId), batch_id, bins, moved),
+        **batch_breakdown(internals, query, batch_id),
+    }
+
+
 def progress_of(query: Any, batch_id: int) -> dict[str, Any] | None:
     """The query's progress report of one batch (None when it has left `recentProgress`)."""
     for progress in query.recentProgress:

@@ -136,6 +136,24 @@ def _store_conf(config: BenchConfig) -> dict[str, str]:
     return {"spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER}
 
 
+def session_conf(config: BenchConfig, log: Path | None, jar: str | None) -> dict[str, str]:
+    """The bench session's settings: `migration_conf`, the checkpoint storage's, and the
+    prewarm helper's jar (on `throttled://` it is on the class path already)."""
+    conf = {
+        **migration_conf(config),
+        **figures.storage_conf(
+            config.storage,
+            read_mb_per_s=config.read_mb_per_s,
+            open_latency_ms=config.open_latency_ms,
+            log=log,
+            jar=jar,
+        ),
+    }
+    if jar is not None and config.storage == "local":
+        conf["spark.jars"] = jar
+    return conf
+
+
 def storage_description(config: BenchConfig, log: Path | None) -> dict[str, Any]:
     """The JSON's `storage`: what the checkpoint storage emulates and what it does not."""
     out: dict[str, Any] = {"kind": config.storage}
