@@ -124,7 +124,7 @@ class BinMover:
             self.query = query
             self._stores = None
             self.snapshots.attach(query)
-            self._prewarmed.register_endpoints_soon(query)
+            self._prewarmed.attach(query)
 
     @property
     def helper_check(self) -> dict[str, str] | None:

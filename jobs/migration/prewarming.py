@@ -203,6 +203,12 @@ class PrewarmedSteps:
         # is created, so it is read once per attach, at the first loaded step's boundary
         self._compact_interval: int | None = None
 
+    def attach(self, query: Any) -> None:
+        """A new query run: its compaction setting is read again at its first loaded
+        step's boundary, and the executors' helper endpoints are set up for it."""
+        self._compact_interval = None
+        self.register_endpoints_soon(query)
+
     def register_endpoints_soon(self, query: Any) -> None:
         """Set up the executors' helper endpoints in the background, ahead of any
         migration, when the session carries the helper jar: a prewarmed migration's first
@@ -212,7 +218,6 @@ class PrewarmedSteps:
         executor; a failure only means the first steps use jobs. Then, once the query has
         committed a batch, one round trip of the helper's (`StatePrewarm.check`): a helper
         that does not answer is reported at start, not at the first migration."""
-        self._compact_interval = None  # a new run may have another setting
 
         def run() -> None:
             try:
