@@ -336,7 +336,8 @@ def run_migration_bench(
     loads = [load_average("start")]
     began = time.monotonic()
     log = root / "throttled-reads.tsv" if config.storage == "throttled" else None
-    conf = session_conf(config, log, str(jvm.jar_path()) if jvm.jar_path() else None)
+    jar = jvm.jar_path()
+    conf = session_conf(config, log, str(jar) if jar else None)
     cluster = LocalCluster(
         workers=1,
         root=root / "cluster",

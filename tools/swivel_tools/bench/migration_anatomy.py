@@ -12,6 +12,7 @@ from typing import Any
 
 from swivel.jobs.migration.executor import BinMover
 from swivel.jobs.migration.migrations import Migration
+from swivel_tools.bench.migration_figures import BatchTime
 
 
 def reload_figures(mover: BinMover, migration: Migration) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def batch_anatomy(
     return out
 
 
-def batch_times(query: Any, first: int, last: int) -> list[tuple[int, float, float]]:
+def batch_times(query: Any, first: int, last: int) -> list[BatchTime]:
     """(batch, its `triggerExecution` ms, its end as epoch seconds) of batches `first` to
     `last` still in the query's `recentProgress`, in batch order."""
     out = []
